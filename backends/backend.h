@@ -1,0 +1,241 @@
+/* The backend contract: what the fs core and the control server may ask of a
+ * sandbox, and nothing vendor-specific.
+ *
+ * Paths given to a backend are absolute guest paths (the fs core joins the
+ * sandbox workdir and the mount-relative path). Every call returns 0 on
+ * success or a negative errno. Errors come in two kinds:
+ *   - recoverable: a path problem (-ENOENT, -EISDIR, -EEXIST, ...), returned
+ *     as is, the sandbox stays usable;
+ *   - terminal: the sandbox or its credentials are gone. The backend calls
+ *     sb_backend_fail() with a one-line reason, which marks the backend dead;
+ *     that call and every later one return -EIO at once.
+ */
+#ifndef SBFS_BACKEND_H
+#define SBFS_BACKEND_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define SB_DEFAULT_WORKDIR "/workspace"
+#define SB_NAME_MAX 64
+#define SB_REASON_MAX 512
+
+/* What the user asked the sandbox to be. A backend that cannot enforce a
+ * field refuses to create the sandbox (create returns an error with a
+ * reason) rather than provisioning something weaker. */
+struct sb_spec {
+	char *image;            /* NULL: the backend's default */
+	char *workdir;          /* absolute; SB_DEFAULT_WORKDIR unless set */
+	char **env;             /* NULL-terminated "K=V" list, may be NULL */
+	bool block_network;     /* default true */
+	char **allow_egress_to; /* NULL-terminated hostnames, or NULL */
+	double cpu;             /* cores; 0 = unset */
+	uint64_t memory_mb;     /* 0 = unset */
+	unsigned sandbox_timeout_s; /* lifetime; 0 = backend default */
+	unsigned idle_timeout_s;    /* 0 = none */
+	char **tags;            /* NULL-terminated "k=v" labels, or NULL */
+	char name[SB_NAME_MAX]; /* "sbfs-<random>", filled by sb_spec_init */
+	char *attach_id;        /* mount this existing sandbox instead */
+	bool keep;              /* leave the sandbox running after unmount */
+	char **options;         /* NULL-terminated backend-specific "k=v" */
+};
+
+/* Output callback: return 0 to go on, negative to abort the command (the
+ * backend kills it and exec returns that value). */
+typedef int (*sb_output_fn)(void *arg, const char *data, size_t len);
+
+struct sb_exec_req {
+	const char *const *argv; /* argv[0] looked up in the guest's PATH */
+	const char *cwd;         /* absolute guest path; NULL = spec workdir */
+	const char *const *env;  /* extra "K=V" on top of the spec env, or NULL */
+	int stdin_fd;            /* read until EOF and fed to the command; -1 = empty */
+	double timeout_s;        /* 0 = none */
+	sb_output_fn on_stdout;  /* may be NULL: output discarded */
+	sb_output_fn on_stderr;
+	void *cb_arg;
+	int cancel_fd;           /* readable = kill the command now; -1 = none */
+};
+
+struct sb_exec_result {
+	int exit_code;           /* valid when !timed_out && term_signal == 0 */
+	int term_signal;         /* killed by this signal, 0 if exited */
+	bool timed_out;          /* the timeout fired and the command was killed */
+	bool cancelled;          /* cancel_fd fired and the command was killed */
+	bool sandbox_terminated; /* the sandbox died during the command */
+	double timeout_applied_s;/* the deadline actually enforced (0 = none) */
+};
+
+/* One directory entry, attributes as lstat would give them (symlinks not
+ * followed). Ownership is the guest's; the fs core maps it. */
+struct sb_dirent {
+	char *name;
+	struct stat st;
+	char *link_target; /* symlinks only; NULL otherwise or if unknown */
+};
+
+struct sb_dirlist {
+	struct sb_dirent *v;
+	size_t n, cap;
+};
+
+struct sb_backend;
+
+/* Each backend is one file defining one of these. Required slots: name,
+ * create, exec, destroy. Every file-op slot may be NULL: the dispatcher
+ * then uses the shell implementation in shell_ops.c over exec. There is
+ * deliberately no read slot: reads always run in the guest, capped. */
+struct sb_backend_ops {
+	const char *name;
+	const char *summary;              /* one line for `sbfs --help` */
+	const char *const *option_keys;   /* backend-specific -o keys accepted */
+
+	int (*create)(struct sb_backend *b, const struct sb_spec *spec);
+	int (*exec)(struct sb_backend *b, const struct sb_exec_req *req,
+		    struct sb_exec_result *res);
+	/* Idempotent: destroying a sandbox that is already gone is success.
+	 * Must work on a backend that sb_backend_fail() marked dead. */
+	int (*destroy)(struct sb_backend *b);
+	/* Release client-side resources; the sandbox itself is left alone. */
+	void (*release)(struct sb_backend *b);
+
+	/* Write size bytes read with pread from fd offset 0 to path, creating
+	 * or truncating it; mode applies when the file is created. Parent
+	 * directories are created. */
+	int (*write_file)(struct sb_backend *b, const char *path, int fd,
+			  off_t size, mode_t mode);
+	int (*list_dir)(struct sb_backend *b, const char *path,
+			struct sb_dirlist *out);
+	/* lstat semantics; *link_target (may be NULL) is set for symlinks */
+	int (*stat)(struct sb_backend *b, const char *path, struct stat *st,
+		    char **link_target);
+	int (*mkdir)(struct sb_backend *b, const char *path, mode_t mode);
+	int (*remove)(struct sb_backend *b, const char *path, bool is_dir);
+	/* Replaces an existing target atomically (rename(2) semantics);
+	 * noreplace: fail with -EEXIST instead. */
+	int (*rename)(struct sb_backend *b, const char *from, const char *to,
+		      bool noreplace);
+	int (*chmod)(struct sb_backend *b, const char *path, mode_t mode);
+	int (*truncate)(struct sb_backend *b, const char *path, off_t size);
+	/* ts[0] atime, ts[1] mtime; tv_nsec may be UTIME_NOW / UTIME_OMIT */
+	int (*utimens)(struct sb_backend *b, const char *path,
+		       const struct timespec ts[2]);
+	int (*symlink)(struct sb_backend *b, const char *target,
+		       const char *linkpath);
+	int (*readlink)(struct sb_backend *b, const char *path, char **target);
+	int (*statfs)(struct sb_backend *b, const char *path, struct statvfs *st);
+
+	/* `sbfs sweep`: destroy sandboxes labelled by sbfs whose owning mount
+	 * is gone; print one line per sandbox handled. May be NULL. */
+	int (*sweep)(const struct sb_spec *spec);
+};
+
+/* Backend calls by kind, for `sbfs status`, tests and benchmarks. */
+enum sb_call {
+	SB_CALL_CREATE,
+	SB_CALL_EXEC,     /* sbexec commands */
+	SB_CALL_READ,     /* capped in-guest read windows */
+	SB_CALL_WRITE,
+	SB_CALL_LIST,
+	SB_CALL_STAT,
+	SB_CALL_MKDIR,
+	SB_CALL_REMOVE,
+	SB_CALL_RENAME,
+	SB_CALL_CHMOD,
+	SB_CALL_TRUNCATE,
+	SB_CALL_UTIMENS,
+	SB_CALL_SYMLINK,
+	SB_CALL_READLINK,
+	SB_CALL_STATFS,
+	SB_CALL_DESTROY,
+	SB_CALL_COUNT
+};
+
+struct sb_counters {
+	atomic_uint_fast64_t calls[SB_CALL_COUNT];
+	atomic_uint_fast64_t errors[SB_CALL_COUNT];
+	atomic_uint_fast64_t shell_fallbacks; /* calls served by shell_ops */
+	atomic_uint_fast64_t bytes_up;        /* file data sent to the sandbox */
+	atomic_uint_fast64_t bytes_down;      /* file data read from it */
+};
+
+struct sb_backend {
+	const struct sb_backend_ops *ops;
+	void *priv;                 /* the backend's own state */
+	struct sb_spec spec;        /* copy owned by the backend object */
+	char id[256];               /* sandbox id, set by create/attach */
+	bool shell_only;            /* testing aid: ignore native file ops */
+	atomic_bool dead;
+	char dead_reason[SB_REASON_MAX];
+	char error[SB_REASON_MAX];  /* last create/exec failure, one line */
+	struct sb_counters counters;
+};
+
+/* ---- registry, lifecycle (backend.c) ---- */
+
+const struct sb_backend_ops *sb_backend_find(const char *name);
+/* NULL-terminated list of every compiled-in backend */
+const struct sb_backend_ops *const *sb_backend_all(void);
+
+void sb_spec_init(struct sb_spec *spec);   /* defaults + random name */
+void sb_spec_free(struct sb_spec *spec);
+/* Looks up a backend-specific "-o key=value" option; NULL if absent.
+ * A bare flag "-o key" gives "". */
+const char *sb_spec_option(const struct sb_spec *spec, const char *key);
+
+/* Allocates the backend object (taking ownership of *spec, which is
+ * zeroed) and provisions or attaches the sandbox. On failure returns NULL
+ * and writes a one-line reason into err. */
+struct sb_backend *sb_backend_create(const struct sb_backend_ops *ops,
+				     struct sb_spec *spec, bool shell_only,
+				     char *err, size_t errlen);
+/* Destroys the sandbox unless spec.keep, then frees everything. */
+int sb_backend_destroy(struct sb_backend *b);
+void sb_backend_free(struct sb_backend *b);
+
+/* Marks the backend dead with a reason (first reason wins), logs it once,
+ * returns -EIO for the caller to pass up. printf-style. */
+int sb_backend_fail(struct sb_backend *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+bool sb_backend_is_dead(const struct sb_backend *b);
+
+/* ---- dispatch: what the fs core and control server call ----
+ * Each counts the call, refuses at once when the backend is dead, and uses
+ * the native slot or the shell fallback. */
+
+int sb_exec(struct sb_backend *b, const struct sb_exec_req *req,
+	    struct sb_exec_result *res);
+/* Reads at most len bytes at off of a regular file, in the guest, into
+ * buf; *got is what was read (short only at end of file). Non-regular
+ * files are refused with -EINVAL and never opened. */
+int sb_read(struct sb_backend *b, const char *path, off_t off, size_t len,
+	    char *buf, size_t *got);
+int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
+		  mode_t mode);
+int sb_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out);
+int sb_stat(struct sb_backend *b, const char *path, struct stat *st,
+	    char **link_target);
+int sb_mkdir(struct sb_backend *b, const char *path, mode_t mode);
+int sb_remove(struct sb_backend *b, const char *path, bool is_dir);
+int sb_rename(struct sb_backend *b, const char *from, const char *to,
+	      bool noreplace);
+int sb_chmod(struct sb_backend *b, const char *path, mode_t mode);
+int sb_truncate(struct sb_backend *b, const char *path, off_t size);
+int sb_utimens(struct sb_backend *b, const char *path,
+	       const struct timespec ts[2]);
+int sb_symlink(struct sb_backend *b, const char *target, const char *linkpath);
+int sb_readlink(struct sb_backend *b, const char *path, char **target);
+int sb_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
+
+/* ---- directory lists ---- */
+struct sb_dirent *sb_dirlist_add(struct sb_dirlist *l, const char *name);
+void sb_dirlist_free(struct sb_dirlist *l);
+
+const char *sb_call_name(enum sb_call c);
+
+#endif

@@ -1,0 +1,40 @@
+/* The generic file operations every backend inherits: each runs one POSIX
+ * sh command in the guest through the backend's raw exec slot. Paths are
+ * passed only as positional parameters (sh -c 'script' sh "$path"), never
+ * spliced into script text. Guest side uses only what both GNU coreutils
+ * and busybox provide; a missing tool is named in the error. */
+#ifndef SBFS_SHELL_OPS_H
+#define SBFS_SHELL_OPS_H
+
+#include "backend.h"
+
+/* Reads are never native: a guarded check that path is a regular file,
+ * then a dd bounded to the window. */
+int shell_read(struct sb_backend *b, const char *path, off_t off, size_t len,
+	       char *buf, size_t *got);
+
+int shell_write_file(struct sb_backend *b, const char *path, int fd,
+		     off_t size, mode_t mode);
+int shell_list_dir(struct sb_backend *b, const char *path,
+		   struct sb_dirlist *out);
+int shell_stat(struct sb_backend *b, const char *path, struct stat *st,
+	       char **link_target);
+int shell_mkdir(struct sb_backend *b, const char *path, mode_t mode);
+int shell_remove(struct sb_backend *b, const char *path, bool is_dir);
+int shell_rename(struct sb_backend *b, const char *from, const char *to,
+		 bool noreplace);
+int shell_chmod(struct sb_backend *b, const char *path, mode_t mode);
+int shell_truncate(struct sb_backend *b, const char *path, off_t size);
+int shell_utimens(struct sb_backend *b, const char *path,
+		  const struct timespec ts[2]);
+int shell_symlink(struct sb_backend *b, const char *target,
+		  const char *linkpath);
+int shell_readlink(struct sb_backend *b, const char *path, char **target);
+int shell_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
+
+/* Parsers, exposed for unit tests. Input is the command's stdout. */
+int shell_parse_list(const char *out, size_t len, struct sb_dirlist *list);
+int shell_parse_stat_line(const char *line, size_t len, struct stat *st);
+int shell_parse_statfs(const char *out, size_t len, struct statvfs *st);
+
+#endif
