@@ -1,0 +1,284 @@
+#include "options.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int strv_push(char ***v, const char *s)
+{
+	size_t n = 0;
+	while (*v && (*v)[n])
+		n++;
+	char **nv = realloc(*v, (n + 2) * sizeof *nv);
+	if (!nv)
+		return -1;
+	nv[n] = strdup(s);
+	nv[n + 1] = NULL;
+	*v = nv;
+	return nv[n] ? 0 : -1;
+}
+
+static int parse_seconds(const char *key, const char *val, double *out,
+			 char *err, size_t errlen)
+{
+	char *end;
+	errno = 0;
+	double d = strtod(val, &end);
+	if (errno || end == val || *end || !isfinite(d) || d < 0 || d > 1e7)
+		return fail(err, errlen, "-o %s needs a number of seconds, not '%s'",
+			    key, val);
+	*out = d;
+	return 0;
+}
+
+static int parse_uint(const char *key, const char *val, unsigned long long max,
+		      unsigned long long *out, char *err, size_t errlen)
+{
+	char *end;
+	errno = 0;
+	unsigned long long u = strtoull(val, &end, 10);
+	if (errno || end == val || *end || val[0] == '-' || u > max)
+		return fail(err, errlen, "-o %s needs a whole number up to %llu, not '%s'",
+			    key, max, val);
+	*out = u;
+	return 0;
+}
+
+/* One key[=value] from an -o list. */
+static int apply_option(struct mount_options *o, char *opt, char *err,
+			size_t errlen)
+{
+	char *val = strchr(opt, '=');
+	if (val)
+		*val++ = '\0';
+	const char *key = opt;
+	unsigned long long u;
+	double d;
+
+#define NEED_VALUE()                                                          \
+	do {                                                                  \
+		if (!val || !*val)                                            \
+			return fail(err, errlen, "-o %s needs a value (-o %s=...)", \
+				    key, key);                                \
+	} while (0)
+#define SET_STRING(field)                                                     \
+	do {                                                                  \
+		NEED_VALUE();                                                 \
+		free(field);                                                  \
+		field = strdup(val);                                          \
+	} while (0)
+
+	if (!strcmp(key, "backend")) {
+		NEED_VALUE();
+		o->backend = sb_backend_find(val);
+		if (!o->backend)
+			return fail(err, errlen,
+				    "unknown backend '%s' (see sbfs --help for the list)", val);
+	} else if (!strcmp(key, "image")) {
+		SET_STRING(o->spec.image);
+	} else if (!strcmp(key, "workdir")) {
+		NEED_VALUE();
+		if (val[0] != '/')
+			return fail(err, errlen, "-o workdir must be an absolute path in the sandbox, not '%s'", val);
+		SET_STRING(o->spec.workdir);
+	} else if (!strcmp(key, "env")) {
+		NEED_VALUE();
+		if (!strchr(val, '=') || val[0] == '=')
+			return fail(err, errlen, "-o env needs NAME=VALUE, not '%s'", val);
+		strv_push(&o->spec.env, val);
+	} else if (!strcmp(key, "tag")) {
+		NEED_VALUE();
+		strv_push(&o->spec.tags, val);
+	} else if (!strcmp(key, "network")) {
+		o->spec.block_network = false;
+	} else if (!strcmp(key, "block_network")) {
+		o->spec.block_network = true;
+	} else if (!strcmp(key, "allow_egress_to")) {
+		NEED_VALUE();
+		char *save = NULL;
+		for (char *h = strtok_r(val, ":", &save); h; h = strtok_r(NULL, ":", &save))
+			strv_push(&o->spec.allow_egress_to, h);
+	} else if (!strcmp(key, "cpu")) {
+		NEED_VALUE();
+		char *end;
+		d = strtod(val, &end);
+		if (end == val || *end || !isfinite(d) || d <= 0 || d > 1024)
+			return fail(err, errlen, "-o cpu needs a number of cores, not '%s'", val);
+		o->spec.cpu = d;
+	} else if (!strcmp(key, "memory")) {
+		NEED_VALUE();
+		if (parse_uint(key, val, 1ULL << 30, &u, err, errlen) < 0)
+			return -1;
+		o->spec.memory_mb = u;
+	} else if (!strcmp(key, "sandbox_timeout") || !strcmp(key, "idle_timeout")) {
+		NEED_VALUE();
+		if (parse_uint(key, val, UINT_MAX, &u, err, errlen) < 0)
+			return -1;
+		if (key[0] == 's')
+			o->spec.sandbox_timeout_s = (unsigned)u;
+		else
+			o->spec.idle_timeout_s = (unsigned)u;
+	} else if (!strcmp(key, "keep")) {
+		o->spec.keep = true;
+	} else if (!strcmp(key, "attach")) {
+		SET_STRING(o->spec.attach_id);
+	} else if (!strcmp(key, "attr_timeout")) {
+		NEED_VALUE();
+		if (parse_seconds(key, val, &d, err, errlen) < 0)
+			return -1;
+		o->attr_timeout = d;
+	} else if (!strcmp(key, "dir_timeout")) {
+		NEED_VALUE();
+		if (parse_seconds(key, val, &d, err, errlen) < 0)
+			return -1;
+		o->dir_timeout = d;
+	} else if (!strcmp(key, "shell_ops")) {
+		o->shell_ops = true;
+	} else if (!strcmp(key, "spool_dir")) {
+		SET_STRING(o->spool_dir);
+	} else if (!strcmp(key, "log")) {
+		SET_STRING(o->log_path);
+	} else {
+		/* Backend-specific: sb_backend_create checks it is known. */
+		char *kv;
+		if (asprintf(&kv, "%s%s%s", key, val ? "=" : "", val ? val : "") < 0)
+			return fail(err, errlen, "out of memory");
+		strv_push(&o->spec.options, kv);
+		free(kv);
+	}
+	return 0;
+#undef NEED_VALUE
+#undef SET_STRING
+}
+
+/* Splits an -o argument on commas; "\," is a literal comma. */
+static int apply_option_list(struct mount_options *o, const char *list,
+			     char *err, size_t errlen)
+{
+	char *buf = malloc(strlen(list) + 1);
+	if (!buf)
+		return fail(err, errlen, "out of memory");
+	const char *p = list;
+	int r = 0;
+	while (r == 0 && *p) {
+		size_t n = 0;
+		while (*p && *p != ',') {
+			if (p[0] == '\\' && p[1] == ',')
+				p++;
+			buf[n++] = *p++;
+		}
+		buf[n] = '\0';
+		if (*p == ',')
+			p++;
+		if (n)
+			r = apply_option(o, buf, err, errlen);
+	}
+	free(buf);
+	return r;
+}
+
+void mount_options_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: sbfs [-f] [-d] [-o OPTION[,OPTION...]] MOUNTPOINT\n"
+		"       sbfs status [--json] [MOUNTPOINT]\n"
+		"       sbfs sync [MOUNTPOINT]\n"
+		"       sbfs refresh [MOUNTPOINT [PATH]]\n"
+		"       sbfs sweep [-o backend=NAME]\n"
+		"\n"
+		"Provisions a sandbox and mounts its workspace at MOUNTPOINT; unmount\n"
+		"(fusermount3 -u MOUNTPOINT) destroys it. Run commands in it with sbexec.\n"
+		"\n"
+		"  -f                  stay in the foreground\n"
+		"  -d                  foreground with debug output\n"
+		"  -o backend=NAME     sandbox backend (default: local, or $SBFS_BACKEND)\n"
+		"  -o image=IMAGE      sandbox image (backends that have images)\n"
+		"  -o workdir=DIR      sandbox directory shown at the mount (default /workspace)\n"
+		"  -o env=NAME=VALUE   environment of every command (repeatable)\n"
+		"  -o network          allow network access (default: none)\n"
+		"  -o allow_egress_to=HOST[:HOST...]  egress allowlist, where enforceable\n"
+		"  -o cpu=N, memory=MB resource limits, where enforceable\n"
+		"  -o sandbox_timeout=S  lifetime of the sandbox; idle_timeout=S\n"
+		"  -o tag=KEY=VALUE    label the sandbox (repeatable)\n"
+		"  -o keep             leave the sandbox after unmount and print its id\n"
+		"  -o attach=ID        mount an existing sandbox (kept after unmount)\n"
+		"  -o attr_timeout=S   cache attributes for S seconds (default 5)\n"
+		"  -o dir_timeout=S    cache listings for S seconds (default 5)\n"
+		"  -o spool_dir=DIR    local spool for open files (default $TMPDIR or /var/tmp)\n"
+		"  -o log=FILE         daemon log (default: beside the control socket)\n"
+		"  -o shell_ops        testing aid: use the generic shell file operations\n"
+		"\nBackends:\n");
+	for (const struct sb_backend_ops *const *b = sb_backend_all(); *b; b++)
+		fprintf(out, "  %-10s %s\n", (*b)->name, (*b)->summary ? (*b)->summary : "");
+}
+
+int mount_options_parse(int argc, char **argv, struct mount_options *o,
+			char *err, size_t errlen)
+{
+	memset(o, 0, sizeof *o);
+	sb_spec_init(&o->spec);
+	o->attr_timeout = 5;
+	o->dir_timeout = 5;
+	const char *env_backend = getenv("SBFS_BACKEND");
+	o->backend = sb_backend_find(env_backend && *env_backend ? env_backend : "local");
+	if (!o->backend)
+		return fail(err, errlen, "SBFS_BACKEND names an unknown backend '%s'", env_backend);
+
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			mount_options_usage(stdout);
+			return 1;
+		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+			printf("sbfs %s\n", SBFS_VERSION);
+			return 1;
+		} else if (!strcmp(a, "-f")) {
+			o->foreground = true;
+		} else if (!strcmp(a, "-d")) {
+			o->foreground = o->debug = true;
+		} else if (!strcmp(a, "-o")) {
+			if (i + 1 >= argc)
+				return fail(err, errlen, "-o needs a list of options");
+			if (apply_option_list(o, argv[++i], err, errlen) < 0)
+				return -1;
+		} else if (!strncmp(a, "-o", 2)) {
+			if (apply_option_list(o, a + 2, err, errlen) < 0)
+				return -1;
+		} else if (a[0] == '-' && a[1]) {
+			return fail(err, errlen, "unknown option '%s' (see sbfs --help)", a);
+		} else if (o->mountpoint) {
+			return fail(err, errlen, "one mountpoint only, got '%s' and '%s'",
+				    o->mountpoint, a);
+		} else {
+			o->mountpoint = strdup(a);
+		}
+	}
+	if (!o->mountpoint)
+		return fail(err, errlen, "no mountpoint given (usage: sbfs [-o OPTIONS] MOUNTPOINT)");
+	if (o->spec.attach_id)
+		o->spec.keep = true; /* an attached sandbox is not ours to destroy */
+	return 0;
+}
+
+void mount_options_free(struct mount_options *o)
+{
+	sb_spec_free(&o->spec);
+	free(o->mountpoint);
+	free(o->spool_dir);
+	free(o->log_path);
+}

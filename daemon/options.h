@@ -1,0 +1,32 @@
+/* Command-line options of `sbfs MOUNTPOINT`: the sandbox spec, the cache
+ * settings and the daemon's own. */
+#ifndef SBFS_OPTIONS_H
+#define SBFS_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "../backends/backend.h"
+
+struct mount_options {
+	const struct sb_backend_ops *backend;
+	struct sb_spec spec;
+	char *mountpoint;     /* absolute */
+	bool foreground;
+	bool debug;
+	bool shell_ops;
+	double attr_timeout;
+	double dir_timeout;
+	char *spool_dir;
+	char *log_path;
+};
+
+/* Parses argv (after the program name). 0, 1 when --help/--version was
+ * printed, or -1 with a one-line message in err. */
+int mount_options_parse(int argc, char **argv, struct mount_options *o,
+			char *err, size_t errlen);
+void mount_options_free(struct mount_options *o);
+void mount_options_usage(FILE *out);
+
+#endif

@@ -1,0 +1,61 @@
+/* The open-file spool: a local unlinked temp file per open file, shared by
+ * every handle on that inode. Reads fill it by windows fetched from the
+ * sandbox (capped, in-guest); writes land in it and are uploaded whole on
+ * flush/fsync through the backend's native write. */
+#ifndef SBFS_FILE_STATE_H
+#define SBFS_FILE_STATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "../backends/backend.h"
+#include "range_set.h"
+
+/* Reads are fetched in windows aligned to this; the guest's dd uses it as
+ * its block size. */
+#define FILE_WINDOW_ALIGN (64 * 1024)
+#define FILE_WINDOW_MIN (128 * 1024)
+#define FILE_WINDOW_MAX (8 * 1024 * 1024)
+
+struct file_state {
+	pthread_mutex_t lock;
+	int fd;                  /* the spool */
+	struct range_set present;/* spool bytes that hold the file's data */
+	off_t size;              /* the file's current size */
+	mode_t mode;             /* permission bits, used when uploading new */
+	struct timespec mtime;   /* last local change, shown while dirty */
+	bool dirty;              /* local changes not yet uploaded */
+	bool remote_exists;      /* the sandbox has the file */
+	bool unlinked;           /* removed while open: never uploaded */
+	int upload_error;        /* last failed upload (-errno), 0 if none */
+	unsigned handles;        /* open handles (the node holds the state) */
+	unsigned pins;           /* coherence passes using it unlocked */
+	off_t seq_next;          /* where a sequential reader reads next */
+	size_t window;           /* current read window */
+};
+
+/* A new state with an empty spool in dir. size is the remote size (0 for
+ * a new or truncated file). NULL with errno set on failure. */
+struct file_state *file_state_new(const char *spool_dir, off_t size,
+				  mode_t mode, bool remote_exists);
+void file_state_free(struct file_state *f);
+
+/* The following expect f->lock held. guest_path is where the file lives
+ * in the sandbox. */
+
+/* Copies up to len bytes at off into buf, fetching missing windows from
+ * the sandbox. Returns bytes read or -errno. */
+ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
+			const char *guest_path, char *buf, size_t len,
+			off_t off);
+ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
+			 off_t off);
+int file_state_truncate(struct file_state *f, off_t size);
+/* Uploads if dirty: fetches whatever part of the file the spool lacks,
+ * then one write_file call. On failure the data stays and dirty stays. */
+int file_state_upload(struct file_state *f, struct sb_backend *b,
+		      const char *guest_path);
+
+#endif

@@ -1,0 +1,46 @@
+/* The filesystem: the fs core (inode table, caches, spool, coherence) and
+ * the FUSE low-level adapter over it. Knows the sandbox only through the
+ * backend interface. */
+#ifndef SBFS_FS_H
+#define SBFS_FS_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "../backends/backend.h"
+#include "node_table.h"
+
+struct fs_config {
+	double attr_timeout; /* seconds attributes and entries stay cached */
+	double dir_timeout;  /* seconds a directory listing stays cached */
+	const char *spool_dir;
+	const char *control_socket; /* value of the control xattr on the root */
+	const char *log_path;       /* shown in status */
+};
+
+struct fs {
+	struct sb_backend *b;
+	struct node_table t;
+	struct fs_config cfg;
+	char *workdir;        /* the guest path the mount root shows */
+	uid_t uid;            /* everything shows as owned by the mounting user */
+	gid_t gid;
+	struct fuse_session *se;
+};
+
+int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg);
+void fs_destroy(struct fs *fs);
+const struct fuse_lowlevel_ops *fs_fuse_ops(void);
+
+/* Coherence points, for the control server and unmount. */
+int fs_flush_all(struct fs *fs, char *msg, size_t msglen);
+void fs_invalidate(struct fs *fs, const char *relpath);
+void fs_status(struct fs *fs, json_t *obj);
+/* Copies every file still waiting for upload into dir (created), named
+ * by its mount-relative path; returns how many were saved. */
+size_t fs_save_pending(struct fs *fs, const char *dir);
+
+#endif

@@ -1,0 +1,401 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../util/log.h"
+#include "fs_internal.h"
+
+struct timespec fs_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts;
+}
+
+struct timespec fs_expiry(double seconds)
+{
+	struct timespec ts = fs_now();
+	if (seconds <= 0)
+		return ts;
+	long long ns = (long long)(seconds * 1e9);
+	ts.tv_sec += ns / 1000000000LL;
+	ts.tv_nsec += ns % 1000000000LL;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+char *fs_guest_path(const struct fs *fs, const char *relpath)
+{
+	char *p;
+	if (strcmp(relpath, "/") == 0 || relpath[0] == '\0')
+		return strdup(fs->workdir);
+	if (asprintf(&p, "%s%s", strcmp(fs->workdir, "/") == 0 ? "" : fs->workdir,
+		     relpath) < 0)
+		return NULL;
+	return p;
+}
+
+char *fs_node_guest_path(const struct fs *fs, const struct node *n, int *err)
+{
+	char *rel = node_path(n);
+	if (!rel) {
+		/* A node without a path was removed under us. */
+		*err = n->parent || n->ino == NODE_ROOT_INO ? -ENOMEM : -ENOENT;
+		return NULL;
+	}
+	char *g = fs_guest_path(fs, rel);
+	free(rel);
+	if (!g)
+		*err = -ENOMEM;
+	return g;
+}
+
+void fs_map_attr(const struct fs *fs, struct stat *st)
+{
+	mode_t type = st->st_mode & S_IFMT;
+	if (type != S_IFREG && type != S_IFDIR && type != S_IFLNK) {
+		st->st_mode = S_IFREG | (st->st_mode & 07777);
+		st->st_size = 0;
+	}
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	if (st->st_nlink == 0)
+		st->st_nlink = 1;
+	st->st_blksize = 4096;
+	if (st->st_blocks == 0)
+		st->st_blocks = (st->st_size + 511) / 512;
+}
+
+bool fs_attr_fresh(const struct fs *fs, const struct node *n,
+		   const struct timespec *now)
+{
+	return (n->file && n->attr_set) || node_attr_fresh(&fs->t, n, now);
+}
+
+void fs_node_stat(const struct node *n, struct stat *st)
+{
+	*st = n->st;
+	st->st_ino = n->ino;
+	if (n->file) {
+		st->st_size = n->file->size;
+		st->st_blocks = (n->file->size + 511) / 512;
+		st->st_mode = (st->st_mode & S_IFMT) | n->file->mode;
+		if (n->file->dirty) {
+			st->st_mtim = n->file->mtime;
+			st->st_ctim = n->file->mtime;
+		}
+	}
+}
+
+int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f)
+{
+	pthread_mutex_lock(&f->lock);
+	int r = 0;
+	if (f->dirty && !f->unlinked) {
+		pthread_mutex_lock(&fs->t.lock);
+		char *path = fs_node_guest_path(fs, n, &r);
+		pthread_mutex_unlock(&fs->t.lock);
+		if (path) {
+			r = file_state_upload(f, fs->b, path);
+			if (r < 0)
+				sb_warn("upload of %s failed: %s (kept locally; "
+					"retried at the next sync, sbexec or unmount)",
+					path, strerror(-r));
+			free(path);
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+void fs_file_unref(struct fs *fs, struct node *n)
+{
+	struct file_state *f = n->file;
+	if (!f || f->handles > 0 || f->pins > 0)
+		return;
+	if (f->dirty && !f->unlinked)
+		return; /* pending upload: kept until it lands */
+	if (!f->unlinked) {
+		/* Remember what the page cache holds so the next open can
+		 * keep it if the sandbox's copy did not change. */
+		n->cached_content = true;
+		n->cached_size = f->size;
+		n->cached_mtime = n->st.st_mtim;
+	}
+	n->file = NULL;
+	file_state_free(f);
+	node_release_if_unused(&fs->t, n);
+}
+
+int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg)
+{
+	memset(fs, 0, sizeof *fs);
+	fs->b = b;
+	fs->cfg = *cfg;
+	fs->workdir = strdup(b->spec.workdir ? b->spec.workdir : SB_DEFAULT_WORKDIR);
+	fs->uid = getuid();
+	fs->gid = getgid();
+	if (!fs->workdir)
+		return -ENOMEM;
+	return node_table_init(&fs->t, 0755);
+}
+
+static void free_files(struct node *n, void *arg)
+{
+	(void)arg;
+	if (n->file) {
+		file_state_free(n->file);
+		n->file = NULL;
+	}
+}
+
+void fs_destroy(struct fs *fs)
+{
+	if (fs->t.root) {
+		/* Detached nodes may hold spools too: walk the inode hash. */
+		for (size_t i = 0; i < fs->t.nbuckets; i++)
+			for (struct node *n = fs->t.by_ino[i]; n; n = n->ino_next)
+				free_files(n, NULL);
+		node_table_destroy(&fs->t);
+	}
+	free(fs->workdir);
+	fs->workdir = NULL;
+}
+
+/* ---- coherence ---- */
+
+struct node_list {
+	struct node **v;
+	size_t n, cap;
+};
+
+static void list_push(struct node_list *l, struct node *n)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct node **v = realloc(l->v, cap * sizeof *v);
+		if (!v)
+			return; /* under memory pressure a pass skips nodes */
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = n;
+}
+
+static void collect_dirty(struct node *n, void *arg)
+{
+	if (n->file && n->file->dirty && !n->file->unlinked) {
+		n->file->pins++;
+		list_push(arg, n);
+	}
+}
+
+int fs_flush_all(struct fs *fs, char *msg, size_t msglen)
+{
+	struct node_list l = {0};
+	pthread_mutex_lock(&fs->t.lock);
+	node_walk(fs->t.root, collect_dirty, &l);
+	pthread_mutex_unlock(&fs->t.lock);
+
+	int first = 0;
+	size_t failed = 0;
+	for (size_t i = 0; i < l.n; i++) {
+		int r = fs_upload_file(fs, l.v[i], l.v[i]->file);
+		if (r < 0) {
+			if (!first) {
+				pthread_mutex_lock(&fs->t.lock);
+				char *p = node_path(l.v[i]);
+				pthread_mutex_unlock(&fs->t.lock);
+				snprintf(msg, msglen, "%s: %s", p ? p : "?",
+					 strerror(-r));
+				free(p);
+				first = r;
+			}
+			failed++;
+		}
+	}
+	pthread_mutex_lock(&fs->t.lock);
+	for (size_t i = 0; i < l.n; i++) {
+		l.v[i]->file->pins--;
+		fs_file_unref(fs, l.v[i]);
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	free(l.v);
+	if (failed > 1 && msg && msglen) {
+		size_t used = strlen(msg);
+		snprintf(msg + used, msglen - used, " (and %zu more)", failed - 1);
+	}
+	return first;
+}
+
+struct inval {
+	uint64_t ino, parent;
+	char *name;
+};
+
+struct inval_list {
+	struct inval *v;
+	size_t n, cap;
+	bool forget; /* drop our cache entries too (a subtree refresh) */
+};
+
+static void collect_inval(struct node *n, void *arg)
+{
+	struct inval_list *l = arg;
+	if (l->forget)
+		node_forget_attr(n);
+	if (n->nlookup == 0)
+		return;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct inval *v = realloc(l->v, cap * sizeof *v);
+		if (!v)
+			return;
+		l->v = v;
+		l->cap = cap;
+	}
+	struct inval *e = &l->v[l->n];
+	e->ino = n->ino;
+	e->parent = n->parent ? n->parent->ino : 0;
+	e->name = n->parent ? strdup(n->name) : NULL;
+	if (n->parent && !e->name)
+		return;
+	l->n++;
+}
+
+static struct node *node_at(struct fs *fs, const char *relpath)
+{
+	struct node *n = fs->t.root;
+	char *copy = strdup(relpath), *save = NULL;
+	if (!copy)
+		return NULL;
+	for (char *c = strtok_r(copy, "/", &save); c && n;
+	     c = strtok_r(NULL, "/", &save))
+		n = node_child(&fs->t, n, c);
+	free(copy);
+	return n;
+}
+
+void fs_invalidate(struct fs *fs, const char *relpath)
+{
+	struct inval_list l = {0};
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *top = fs->t.root;
+	if (relpath && relpath[0] && strcmp(relpath, "/") != 0) {
+		top = node_at(fs, relpath);
+		l.forget = true;
+	} else {
+		fs->t.gen++;
+	}
+	if (top)
+		node_walk(top, collect_inval, &l);
+	pthread_mutex_unlock(&fs->t.lock);
+
+	/* Outside the table lock: the kernel may call back into us while it
+	 * processes a notification. */
+	for (size_t i = 0; fs->se && i < l.n; i++) {
+		fuse_lowlevel_notify_inval_inode(fs->se, l.v[i].ino, 0, 0);
+		if (l.v[i].name)
+			fuse_lowlevel_notify_inval_entry(fs->se, l.v[i].parent,
+							 l.v[i].name,
+							 strlen(l.v[i].name));
+	}
+	for (size_t i = 0; i < l.n; i++)
+		free(l.v[i].name);
+	free(l.v);
+}
+
+static void collect_pending(struct node *n, void *arg)
+{
+	json_t *arr = arg;
+	if (!n->file || !n->file->dirty || n->file->unlinked)
+		return;
+	char *p = node_path(n);
+	json_t *o = json_object();
+	json_object_set_new(o, "path", json_string(p ? p : "?"));
+	json_object_set_new(o, "bytes", json_integer(n->file->size));
+	json_object_set_new(o, "open", json_boolean(n->file->handles > 0));
+	if (n->file->upload_error)
+		json_object_set_new(o, "error",
+				    json_string(strerror(-n->file->upload_error)));
+	json_array_append_new(arr, o);
+	free(p);
+}
+
+void fs_status(struct fs *fs, json_t *obj)
+{
+	json_t *pending = json_array();
+	pthread_mutex_lock(&fs->t.lock);
+	node_walk(fs->t.root, collect_pending, pending);
+	size_t nodes = fs->t.count;
+	pthread_mutex_unlock(&fs->t.lock);
+	json_object_set_new(obj, "pending_uploads", pending);
+	json_object_set_new(obj, "pid", json_integer(getpid()));
+	json_object_set_new(obj, "workdir", json_string(fs->workdir));
+	json_object_set_new(obj, "cached_nodes", json_integer((json_int_t)nodes));
+	if (fs->cfg.log_path)
+		json_object_set_new(obj, "log", json_string(fs->cfg.log_path));
+}
+
+static int mkdir_p(const char *dir)
+{
+	char *p = strdup(dir);
+	if (!p)
+		return -1;
+	for (char *s = p + 1; *s; s++) {
+		if (*s == '/') {
+			*s = '\0';
+			mkdir(p, 0700);
+			*s = '/';
+		}
+	}
+	int r = mkdir(p, 0700) < 0 && errno != EEXIST ? -1 : 0;
+	free(p);
+	return r;
+}
+
+static void collect_unsaved(struct node *n, void *arg)
+{
+	if (n->file && n->file->dirty && !n->file->unlinked)
+		list_push(arg, n);
+}
+
+size_t fs_save_pending(struct fs *fs, const char *dir)
+{
+	struct node_list l = {0};
+	size_t saved = 0;
+	pthread_mutex_lock(&fs->t.lock);
+	node_walk(fs->t.root, collect_unsaved, &l);
+	if (l.n && mkdir_p(dir) == 0) {
+		for (size_t i = 0; i < l.n; i++) {
+			char *rel = node_path(l.v[i]);
+			if (!rel)
+				continue;
+			/* One flat folder: "/a/b" is saved as "a%b". */
+			for (char *c = rel; *c; c++)
+				if (*c == '/')
+					*c = '%';
+			char *dst = NULL, *src = NULL;
+			if (asprintf(&dst, "%s/%s", dir, rel + 1) >= 0 &&
+			    asprintf(&src, "/proc/self/fd/%d", l.v[i]->file->fd) >= 0 &&
+			    ftruncate(l.v[i]->file->fd, l.v[i]->file->size) == 0 &&
+			    linkat(AT_FDCWD, src, AT_FDCWD, dst, AT_SYMLINK_FOLLOW) == 0) {
+				sb_err("unsaved: %s kept as %s", rel, dst);
+				saved++;
+			}
+			free(dst);
+			free(src);
+			free(rel);
+		}
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	free(l.v);
+	return saved;
+}

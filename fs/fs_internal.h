@@ -1,0 +1,36 @@
+/* Helpers shared by the FUSE adapter and the coherence code. */
+#ifndef SBFS_FS_INTERNAL_H
+#define SBFS_FS_INTERNAL_H
+
+#include "file_state.h"
+#include "fs.h"
+
+struct timespec fs_now(void);
+struct timespec fs_expiry(double seconds);
+
+/* workdir joined with a mount-relative path; malloc'd. */
+char *fs_guest_path(const struct fs *fs, const char *relpath);
+/* Guest path of a node, or NULL (with *err set) if it has none. Table lock
+ * held. */
+char *fs_node_guest_path(const struct fs *fs, const struct node *n, int *err);
+
+/* Attributes as the kernel should see them: owned by the mounting user,
+ * special files shown as empty regular files (the host kernel must never
+ * open a FIFO or device on the sandbox's behalf). */
+void fs_map_attr(const struct fs *fs, struct stat *st);
+
+/* Attributes are authoritative locally while a spool exists. Table lock
+ * held. */
+bool fs_attr_fresh(const struct fs *fs, const struct node *n,
+		   const struct timespec *now);
+/* The node's attributes with the spool's size and mtime folded in. */
+void fs_node_stat(const struct node *n, struct stat *st);
+
+/* Uploads one node's dirty spool. Takes the file lock; table lock NOT
+ * held. The state must be pinned or held by a handle. */
+int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f);
+/* Drops a pin/handle reference; frees the spool when nothing holds it and
+ * nothing is pending. Table lock held. */
+void fs_file_unref(struct fs *fs, struct node *n);
+
+#endif

@@ -1,0 +1,1200 @@
+/* The FUSE adapter: kernel requests in, fs-core and backend calls out.
+ * Pattern of every handler: take the table lock, look at the cache, copy
+ * what the backend call needs, drop the lock for the (slow) call, take it
+ * again to record the result. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../control/server.h"
+#include "../util/log.h"
+#include "fs_internal.h"
+
+#define NAME_MAX_BYTES 255
+
+static struct fs *req_fs(fuse_req_t req) { return fuse_req_userdata(req); }
+
+static bool dead(struct fs *fs, fuse_req_t req)
+{
+	if (!sb_backend_is_dead(fs->b))
+		return false;
+	fuse_reply_err(req, EIO);
+	return true;
+}
+
+static int check_name(const char *name)
+{
+	size_t len = strlen(name);
+	if (len == 0 || strchr(name, '/'))
+		return -EINVAL;
+	if (len > NAME_MAX_BYTES)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static void fill_entry(const struct fs *fs, const struct node *n,
+		       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof *e);
+	e->ino = n->ino;
+	fs_node_stat(n, &e->attr);
+	e->attr_timeout = fs->cfg.attr_timeout;
+	e->entry_timeout = fs->cfg.attr_timeout;
+}
+
+/* Records backend attributes on a node; table lock held. */
+static void record_attr(struct fs *fs, struct node *n, struct stat *st,
+			const char *link)
+{
+	fs_map_attr(fs, st);
+	struct timespec exp = fs_expiry(fs->cfg.attr_timeout);
+	node_set_attr(&fs->t, n, st, link, &exp);
+}
+
+/* Attributes of a locally made node (mkdir, create, symlink) without a
+ * round trip to ask the sandbox what it just did. */
+static void record_new(struct fs *fs, struct node *n, mode_t mode, off_t size,
+		       const char *link)
+{
+	struct stat st;
+	memset(&st, 0, sizeof st);
+	st.st_mode = mode;
+	st.st_nlink = S_ISDIR(mode) ? 2 : 1;
+	st.st_size = size;
+	clock_gettime(CLOCK_REALTIME, &st.st_mtim);
+	st.st_atim = st.st_ctim = st.st_mtim;
+	record_attr(fs, n, &st, link);
+}
+
+/* Fetches fresh attributes for n (or its would-be child name under
+ * parent when n is NULL). Table lock held on entry and exit, dropped
+ * around the backend call. Returns the node or NULL with *err. */
+static struct node *refresh_attr(struct fs *fs, struct node *parent,
+				 const char *name, struct node *n, int *err)
+{
+	char *path;
+	if (n) {
+		path = fs_node_guest_path(fs, n, err);
+	} else {
+		char *dir = fs_node_guest_path(fs, parent, err);
+		path = NULL;
+		if (dir && asprintf(&path, "%s/%s",
+				    strcmp(dir, "/") ? dir : "", name) < 0) {
+			path = NULL;
+			*err = -ENOMEM;
+		}
+		free(dir);
+	}
+	if (!path)
+		return NULL;
+	uint64_t pino = parent ? parent->ino : 0, nino = n ? n->ino : 0;
+	pthread_mutex_unlock(&fs->t.lock);
+	struct stat st;
+	char *link = NULL;
+	int r = sb_stat(fs->b, path, &st, &link);
+	free(path);
+	pthread_mutex_lock(&fs->t.lock);
+	/* The nodes may have gone while unlocked: look them up again. */
+	parent = pino ? node_by_ino(&fs->t, pino) : NULL;
+	n = nino ? node_by_ino(&fs->t, nino) : NULL;
+	if (r < 0) {
+		if (r == -ENOENT && n && n->parent && !n->file)
+			node_detach(&fs->t, n);
+		free(link);
+		*err = r;
+		return NULL;
+	}
+	if (!n) {
+		if (!parent || (!parent->parent && parent->ino != NODE_ROOT_INO)) {
+			free(link);
+			*err = -ENOENT;
+			return NULL;
+		}
+		n = node_child_get(&fs->t, parent, name);
+		if (!n) {
+			free(link);
+			*err = -ENOMEM;
+			return NULL;
+		}
+	}
+	if (!n->file || !n->file->dirty)
+		record_attr(fs, n, &st, link);
+	free(link);
+	return n;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	/* Always readdirplus: one listing answers `ls -l` entirely. */
+	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	conn->max_write = 1024 * 1024;
+	conn->max_readahead = 1024 * 1024;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	int err = check_name(name);
+	if (err < 0) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	struct fuse_entry_param e;
+	struct timespec now = fs_now();
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *p = node_by_ino(&fs->t, parent);
+	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
+	if (!p) {
+		err = -ENOENT;
+	} else if (n && fs_attr_fresh(fs, n, &now)) {
+		/* cached */
+	} else if (node_list_fresh(&fs->t, p, &now) &&
+		   (!n || n->seen_mark != p->seen_mark)) {
+		/* The fresh listing of the parent does not name it. */
+		err = -ENOENT;
+	} else {
+		n = refresh_attr(fs, p, name, n, &err);
+	}
+	if (err == 0 && n) {
+		n->nlookup++;
+		fill_entry(fs, n, &e);
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	if (err < 0)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void forget_one(struct fs *fs, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct node *n = node_by_ino(&fs->t, ino);
+	if (!n || ino == NODE_ROOT_INO)
+		return;
+	n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
+	node_release_if_unused(&fs->t, n);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs *fs = req_fs(req);
+	pthread_mutex_lock(&fs->t.lock);
+	forget_one(fs, ino, nlookup);
+	pthread_mutex_unlock(&fs->t.lock);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	struct fs *fs = req_fs(req);
+	pthread_mutex_lock(&fs->t.lock);
+	for (size_t i = 0; i < count; i++)
+		forget_one(fs, forgets[i].ino, forgets[i].nlookup);
+	pthread_mutex_unlock(&fs->t.lock);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	struct stat st;
+	int err = 0;
+	struct timespec now = fs_now();
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, ino);
+	if (!n)
+		err = -ENOENT;
+	else if (!fs_attr_fresh(fs, n, &now))
+		n = refresh_attr(fs, n->parent, n->name, n, &err);
+	if (n && err == 0)
+		fs_node_stat(n, &st);
+	pthread_mutex_unlock(&fs->t.lock);
+	if (err < 0)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_attr(req, &st, fs->cfg.attr_timeout);
+}
+
+/* Runs a path operation on node ino: copies its guest path under the lock
+ * and calls fn without it. */
+static char *path_of(struct fs *fs, fuse_ino_t ino, int *err)
+{
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, ino);
+	char *p = n ? fs_node_guest_path(fs, n, err) : NULL;
+	if (!n)
+		*err = -ENOENT;
+	pthread_mutex_unlock(&fs->t.lock);
+	return p;
+}
+
+static char *child_path_of(struct fs *fs, fuse_ino_t parent, const char *name,
+			   int *err)
+{
+	*err = check_name(name);
+	if (*err < 0)
+		return NULL;
+	char *dir = path_of(fs, parent, err);
+	if (!dir)
+		return NULL;
+	char *p;
+	if (asprintf(&p, "%s/%s", strcmp(dir, "/") ? dir : "", name) < 0) {
+		p = NULL;
+		*err = -ENOMEM;
+	}
+	free(dir);
+	return p;
+}
+
+/* Takes a reference to n's spool for an operation that needs it without
+ * the table lock. */
+static struct file_state *pin_file(struct fs *fs, struct node *n)
+{
+	struct file_state *f = n->file;
+	if (f)
+		f->pins++;
+	(void)fs;
+	return f;
+}
+
+static void unpin_file(struct fs *fs, fuse_ino_t ino)
+{
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, ino);
+	if (n && n->file) {
+		n->file->pins--;
+		fs_file_unref(fs, n);
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	int err = 0;
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		/* Everything shows as the mounting user's; only a no-op
+		 * chown is accepted. */
+		if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != fs->uid) ||
+		    ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != fs->gid)) {
+			fuse_reply_err(req, EPERM);
+			return;
+		}
+	}
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, ino);
+	if (!n) {
+		pthread_mutex_unlock(&fs->t.lock);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	struct file_state *f = pin_file(fs, n);
+	char *path = fs_node_guest_path(fs, n, &err);
+	pthread_mutex_unlock(&fs->t.lock);
+
+	if (f)
+		pthread_mutex_lock(&f->lock);
+	if (path && (to_set & FUSE_SET_ATTR_SIZE)) {
+		if (f)
+			err = file_state_truncate(f, attr->st_size);
+		else
+			err = sb_truncate(fs->b, path, attr->st_size);
+	}
+	if (path && err == 0 && (to_set & FUSE_SET_ATTR_MODE)) {
+		if (f && !f->remote_exists) {
+			/* Applied when the new file is first uploaded. */
+			f->mode = attr->st_mode & 07777;
+		} else {
+			err = sb_chmod(fs->b, path, attr->st_mode & 07777);
+			if (err == 0 && f)
+				f->mode = attr->st_mode & 07777;
+		}
+	}
+	if (path && err == 0 &&
+	    (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
+		/* An upload would reset the times: upload first. */
+		if (f && f->dirty)
+			err = file_state_upload(f, fs->b, path);
+		struct timespec ts[2] = {{0, UTIME_OMIT}, {0, UTIME_OMIT}};
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			ts[0].tv_nsec = UTIME_NOW;
+		else if (to_set & FUSE_SET_ATTR_ATIME)
+			ts[0] = attr->st_atim;
+		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+			ts[1].tv_nsec = UTIME_NOW;
+		else if (to_set & FUSE_SET_ATTR_MTIME)
+			ts[1] = attr->st_mtim;
+		if (err == 0)
+			err = sb_utimens(fs->b, path, ts);
+	}
+	if (f)
+		pthread_mutex_unlock(&f->lock);
+	free(path);
+
+	/* Record what was changed rather than asking the sandbox again. */
+	struct stat st;
+	pthread_mutex_lock(&fs->t.lock);
+	n = node_by_ino(&fs->t, ino);
+	if (err == 0 && n) {
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (to_set & FUSE_SET_ATTR_MODE)
+			n->st.st_mode = (n->st.st_mode & S_IFMT) | (attr->st_mode & 07777);
+		if ((to_set & FUSE_SET_ATTR_SIZE) && !f) {
+			n->st.st_size = attr->st_size;
+			n->st.st_mtim = now;
+		}
+		if (to_set & FUSE_SET_ATTR_ATIME)
+			n->st.st_atim = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? now : attr->st_atim;
+		if (to_set & FUSE_SET_ATTR_MTIME)
+			n->st.st_mtim = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now : attr->st_mtim;
+		n->st.st_ctim = now;
+		fs_node_stat(n, &st);
+	} else if (err == 0) {
+		err = -ENOENT;
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	if (f)
+		unpin_file(fs, ino);
+	if (err < 0)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_attr(req, &st, fs->cfg.attr_timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	int err = 0;
+	struct timespec now = fs_now();
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, ino);
+	char *target = NULL;
+	if (n && n->link_target && fs_attr_fresh(fs, n, &now))
+		target = strdup(n->link_target);
+	pthread_mutex_unlock(&fs->t.lock);
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (!target) {
+		char *path = path_of(fs, ino, &err);
+		if (path)
+			err = sb_readlink(fs->b, path, &target);
+		free(path);
+	}
+	if (err < 0 || !target) {
+		fuse_reply_err(req, err < 0 ? -err : ENOMEM);
+		return;
+	}
+	/* The target is shown as it is; it is never resolved here. */
+	fuse_reply_readlink(req, target);
+	free(target);
+}
+
+/* Common tail of mkdir/symlink/mknod: record the new child and reply. */
+static void reply_new_child(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
+			    const char *name, mode_t mode, off_t size,
+			    const char *link)
+{
+	struct fuse_entry_param e;
+	int err = 0;
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *p = node_by_ino(&fs->t, parent);
+	struct node *n = p ? node_child_get(&fs->t, p, name) : NULL;
+	if (n) {
+		record_new(fs, n, mode, size, link);
+		n->seen_mark = p->seen_mark;
+		if (S_ISDIR(mode)) {
+			/* A new directory is empty: lookups inside it need
+			 * no round trip. */
+			n->list_set = true;
+			n->list_gen = fs->t.gen;
+			n->list_expires = fs_expiry(fs->cfg.dir_timeout);
+		}
+		n->nlookup++;
+		fill_entry(fs, n, &e);
+	} else {
+		err = p ? -ENOMEM : -ENOENT;
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	if (err < 0)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	int err;
+	char *path = child_path_of(fs, parent, name, &err);
+	if (path)
+		err = sb_mkdir(fs->b, path, mode & 07777);
+	free(path);
+	if (err < 0)
+		fuse_reply_err(req, -err);
+	else
+		reply_new_child(req, fs, parent, name, S_IFDIR | (mode & 07777),
+				4096, NULL);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	int err;
+	char *path = child_path_of(fs, parent, name, &err);
+	if (path)
+		err = sb_symlink(fs->b, link, path);
+	free(path);
+	if (err < 0)
+		fuse_reply_err(req, -err);
+	else
+		reply_new_child(req, fs, parent, name, S_IFLNK | 0777,
+				(off_t)strlen(link), link);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	(void)rdev;
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	if (!S_ISREG(mode)) {
+		/* FIFOs and devices would be the host's, not the sandbox's. */
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	int err;
+	char *path = child_path_of(fs, parent, name, &err);
+	if (path) {
+		/* An empty upload creates the file with its mode. */
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		err = fd < 0 ? -errno : sb_write_file(fs->b, path, fd, 0, mode & 07777);
+		if (fd >= 0)
+			close(fd);
+	}
+	free(path);
+	if (err < 0)
+		fuse_reply_err(req, -err);
+	else
+		reply_new_child(req, fs, parent, name, S_IFREG | (mode & 07777),
+				0, NULL);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	(void)ino;
+	(void)newparent;
+	(void)newname;
+	/* Hard links are not part of the backend contract; tools such as git
+	 * fall back to rename. */
+	fuse_reply_err(req, EPERM);
+}
+
+static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 bool is_dir)
+{
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	int err;
+	bool local_only = false;
+	char *path = child_path_of(fs, parent, name, &err);
+	if (!path) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *p = node_by_ino(&fs->t, parent);
+	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
+	if (n && n->file && !n->file->remote_exists)
+		local_only = true; /* created here and never uploaded */
+	pthread_mutex_unlock(&fs->t.lock);
+
+	err = local_only ? 0 : sb_remove(fs->b, path, is_dir);
+	free(path);
+	if (err == 0 || err == -ENOENT) {
+		pthread_mutex_lock(&fs->t.lock);
+		p = node_by_ino(&fs->t, parent);
+		n = p ? node_child(&fs->t, p, name) : NULL;
+		if (n) {
+			if (n->file)
+				n->file->unlinked = true;
+			node_detach(&fs->t, n);
+		}
+		pthread_mutex_unlock(&fs->t.lock);
+	}
+	fuse_reply_err(req, -err);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_child(req, parent, name, false);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_child(req, parent, name, true);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	if (flags & ~RENAME_NOREPLACE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	int err = 0;
+	/* The sandbox must have what it renames: pending data first. */
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *p = node_by_ino(&fs->t, parent);
+	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
+	bool subtree = n && n->children;
+	struct file_state *f = n ? pin_file(fs, n) : NULL;
+	uint64_t nino = n ? n->ino : 0;
+	pthread_mutex_unlock(&fs->t.lock);
+	if (subtree) {
+		char msg[256] = "";
+		err = fs_flush_all(fs, msg, sizeof msg);
+	}
+	if (f) {
+		if (err == 0)
+			err = fs_upload_file(fs, n, f);
+		unpin_file(fs, nino);
+	}
+	char *from = err == 0 ? child_path_of(fs, parent, name, &err) : NULL;
+	char *to = from ? child_path_of(fs, newparent, newname, &err) : NULL;
+	if (from && to)
+		err = sb_rename(fs->b, from, to, flags & RENAME_NOREPLACE);
+	free(from);
+	free(to);
+	if (err == 0) {
+		pthread_mutex_lock(&fs->t.lock);
+		p = node_by_ino(&fs->t, parent);
+		struct node *np = node_by_ino(&fs->t, newparent);
+		n = p ? node_child(&fs->t, p, name) : NULL;
+		struct node *old = np ? node_child(&fs->t, np, newname) : NULL;
+		if (old && old != n && old->file)
+			old->file->unlinked = true;
+		if (n && np) {
+			err = node_move(&fs->t, n, np, newname);
+			n->seen_mark = np->seen_mark;
+			/* ctime changed; the sandbox knows the rest. */
+			n->attr_set = n->attr_set && n->file;
+		} else if (old) {
+			node_detach(&fs->t, old);
+		}
+		pthread_mutex_unlock(&fs->t.lock);
+	}
+	fuse_reply_err(req, -err);
+}
+
+/* ---- files ---- */
+
+/* Attaches a handle to the node's spool, making the spool if it is the
+ * first. Returns 0 or -errno; the caller replies. */
+static int open_handle(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		       bool created, mode_t create_mode)
+{
+	int err = 0;
+	struct timespec now = fs_now();
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, ino);
+	if (!n) {
+		pthread_mutex_unlock(&fs->t.lock);
+		return -ENOENT;
+	}
+	if (!n->file) {
+		/* Close-to-open: a fresh size and mtime decide whether the
+		 * page cache still holds the sandbox's content. */
+		if (!created && !fs_attr_fresh(fs, n, &now))
+			n = refresh_attr(fs, n->parent, n->name, n, &err);
+		if (n && !n->file && err == 0) {
+			if (S_ISDIR(n->st.st_mode)) {
+				err = -EISDIR;
+			} else {
+				n->file = file_state_new(
+					fs->cfg.spool_dir,
+					created ? 0 : n->st.st_size,
+					created ? create_mode : n->st.st_mode,
+					!created);
+				if (!n->file)
+					err = -errno;
+				else if (n->cached_content && !created &&
+					 n->cached_size == n->st.st_size &&
+					 n->cached_mtime.tv_sec == n->st.st_mtim.tv_sec &&
+					 n->cached_mtime.tv_nsec == n->st.st_mtim.tv_nsec)
+					fi->keep_cache = 1;
+				if (created && n->file)
+					n->file->dirty = true;
+			}
+		}
+	} else {
+		fi->keep_cache = 1; /* the spool is shared: same content */
+	}
+	struct file_state *f = n && err == 0 ? n->file : NULL;
+	if (f) {
+		f->handles++;
+		n->cached_content = false;
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	if (f && (fi->flags & O_TRUNC) && !created) {
+		pthread_mutex_lock(&f->lock);
+		err = file_state_truncate(f, 0);
+		pthread_mutex_unlock(&f->lock);
+		fi->keep_cache = 0;
+	}
+	if (err < 0) {
+		if (f) {
+			pthread_mutex_lock(&fs->t.lock);
+			n = node_by_ino(&fs->t, ino);
+			if (n && n->file) {
+				n->file->handles--;
+				fs_file_unref(fs, n);
+			}
+			pthread_mutex_unlock(&fs->t.lock);
+		}
+		return err;
+	}
+	fi->fh = ino;
+	return 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	int err = open_handle(fs, ino, fi, false, 0);
+	if (err < 0)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_open(req, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	int err = check_name(name);
+	if (err < 0) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	struct fuse_entry_param e;
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *p = node_by_ino(&fs->t, parent);
+	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
+	struct timespec now = fs_now();
+	if (!p) {
+		err = -ENOENT;
+	} else if (n && fs_attr_fresh(fs, n, &now) && (fi->flags & O_EXCL)) {
+		err = -EEXIST;
+	} else {
+		/* Nothing is sent yet: the file reaches the sandbox with its
+		 * content on close (one call per small file). */
+		n = node_child_get(&fs->t, p, name);
+		if (!n)
+			err = -ENOMEM;
+		else if (n->file)
+			err = -EBUSY;
+	}
+	if (err == 0) {
+		record_new(fs, n, S_IFREG | (mode & 07777), 0, NULL);
+		n->seen_mark = p->seen_mark;
+		n->nlookup++;
+	}
+	uint64_t ino = n ? n->ino : 0;
+	pthread_mutex_unlock(&fs->t.lock);
+	if (err < 0) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	err = open_handle(fs, ino, fi, true, mode & 07777);
+	pthread_mutex_lock(&fs->t.lock);
+	n = node_by_ino(&fs->t, ino);
+	if (err == 0 && n)
+		fill_entry(fs, n, &e);
+	else if (err == 0)
+		err = -ENOENT;
+	pthread_mutex_unlock(&fs->t.lock);
+	if (err < 0)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_create(req, &e, fi);
+}
+
+/* The spool of an open handle, pinned for use without the table lock. */
+static struct file_state *handle_file(struct fs *fs, struct fuse_file_info *fi,
+				      struct node **np)
+{
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, fi->fh);
+	struct file_state *f = n ? pin_file(fs, n) : NULL;
+	pthread_mutex_unlock(&fs->t.lock);
+	*np = n;
+	return f;
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	struct node *n;
+	struct file_state *f = handle_file(fs, fi, &n);
+	if (!f) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	char *buf = malloc(size ? size : 1);
+	ssize_t r = buf ? 0 : -ENOMEM;
+	pthread_mutex_lock(&f->lock);
+	char *path = NULL;
+	if (buf) {
+		int err = 0;
+		pthread_mutex_lock(&fs->t.lock);
+		path = fs_node_guest_path(fs, n, &err);
+		pthread_mutex_unlock(&fs->t.lock);
+		/* An unlinked file is read from what the spool holds. */
+		if (!path && !f->unlinked)
+			r = err;
+		else
+			r = file_state_read(f, fs->b, path ? path : "", buf,
+					    size, off);
+	}
+	pthread_mutex_unlock(&f->lock);
+	free(path);
+	unpin_file(fs, ino);
+	if (r < 0)
+		fuse_reply_err(req, (int)-r);
+	else
+		fuse_reply_buf(req, buf, (size_t)r);
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	struct node *n;
+	struct file_state *f = handle_file(fs, fi, &n);
+	if (!f) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	ssize_t r = file_state_write(f, buf, size, off);
+	pthread_mutex_unlock(&f->lock);
+	unpin_file(fs, ino);
+	if (r < 0)
+		fuse_reply_err(req, (int)-r);
+	else
+		fuse_reply_write(req, (size_t)r);
+}
+
+static void upload_reply(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct node *n;
+	struct file_state *f = handle_file(fs, fi, &n);
+	int err = f ? fs_upload_file(fs, n, f) : 0;
+	if (f && err == 0) {
+		/* The sandbox now has our content: what we show is current. */
+		pthread_mutex_lock(&fs->t.lock);
+		struct stat st;
+		fs_node_stat(n, &st);
+		record_attr(fs, n, &st, NULL);
+		pthread_mutex_unlock(&fs->t.lock);
+	}
+	if (f)
+		unpin_file(fs, ino);
+	fuse_reply_err(req, -err);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	upload_reply(req, ino, fi);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	(void)datasync;
+	upload_reply(req, ino, fi);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct fs *fs = req_fs(req);
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, fi->fh);
+	if (n && n->file) {
+		n->file->handles--;
+		fs_file_unref(fs, n);
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- directories ---- */
+
+struct dir_entry {
+	char *name;
+	uint64_t ino;
+	struct stat st;
+};
+
+struct dir_handle {
+	struct dir_entry *v;
+	size_t n;
+};
+
+static void dir_handle_free(struct dir_handle *d)
+{
+	for (size_t i = 0; d && i < d->n; i++)
+		free(d->v[i].name);
+	if (d)
+		free(d->v);
+	free(d);
+}
+
+/* Replaces the cached listing of directory node ino with the sandbox's.
+ * Table lock held; dropped around the call. */
+static int load_listing(struct fs *fs, uint64_t ino)
+{
+	int err = 0;
+	struct node *p = node_by_ino(&fs->t, ino);
+	char *path = p ? fs_node_guest_path(fs, p, &err) : NULL;
+	if (!path)
+		return p ? err : -ENOENT;
+	pthread_mutex_unlock(&fs->t.lock);
+	struct sb_dirlist list = {0};
+	err = sb_list_dir(fs->b, path, &list);
+	free(path);
+	pthread_mutex_lock(&fs->t.lock);
+	p = node_by_ino(&fs->t, ino);
+	if (err == 0 && !p)
+		err = -ENOENT;
+	if (err < 0) {
+		sb_dirlist_free(&list);
+		return err;
+	}
+	uint64_t mark = ++p->seen_mark;
+	struct timespec exp = fs_expiry(fs->cfg.attr_timeout);
+	for (size_t i = 0; i < list.n; i++) {
+		struct sb_dirent *d = &list.v[i];
+		if (check_name(d->name) < 0 || strcmp(d->name, ".") == 0 ||
+		    strcmp(d->name, "..") == 0)
+			continue; /* never trust a name the sandbox sends */
+		struct node *c = node_child_get(&fs->t, p, d->name);
+		if (!c)
+			break;
+		c->seen_mark = mark;
+		if (!c->file) {
+			fs_map_attr(fs, &d->st);
+			node_set_attr(&fs->t, c, &d->st, d->link_target, &exp);
+		}
+	}
+	sb_dirlist_free(&list);
+	/* Children the listing no longer names are gone, unless they exist
+	 * only here so far (created, not yet uploaded). */
+	struct node *c = p->children;
+	while (c) {
+		struct node *next = c->next_sibling;
+		if (c->seen_mark != mark && !(c->file && !c->file->remote_exists))
+			node_detach(&fs->t, c);
+		else
+			c->seen_mark = mark;
+		c = next;
+	}
+	p->list_set = true;
+	p->list_gen = fs->t.gen;
+	p->list_expires = fs_expiry(fs->cfg.dir_timeout);
+	return 0;
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	int err = 0;
+	struct timespec now = fs_now();
+	struct dir_handle *d = calloc(1, sizeof *d);
+	if (!d) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *p = node_by_ino(&fs->t, ino);
+	if (!p)
+		err = -ENOENT;
+	else if (!node_list_fresh(&fs->t, p, &now))
+		err = load_listing(fs, ino);
+	p = node_by_ino(&fs->t, ino);
+	if (err == 0 && p) {
+		size_t n = 0;
+		for (struct node *c = p->children; c; c = c->next_sibling)
+			n++;
+		d->v = calloc(n + 2, sizeof *d->v);
+		if (!d->v)
+			err = -ENOMEM;
+		for (struct node *c = p->children; c && d->v; c = c->next_sibling) {
+			struct dir_entry *e = &d->v[d->n];
+			e->name = strdup(c->name);
+			if (!e->name)
+				break;
+			e->ino = c->ino;
+			fs_node_stat(c, &e->st);
+			d->n++;
+		}
+		p->open_dirs++;
+	} else if (err == 0) {
+		err = -ENOENT;
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	if (err < 0) {
+		dir_handle_free(d);
+		fuse_reply_err(req, -err);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	fuse_reply_open(req, fi);
+}
+
+static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi, bool plus)
+{
+	struct fs *fs = req_fs(req);
+	struct dir_handle *d = (struct dir_handle *)(uintptr_t)fi->fh;
+	char *buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t used = 0;
+	/* Offsets: 0 ".", 1 "..", 2+i the i-th child. */
+	pthread_mutex_lock(&fs->t.lock);
+	for (off_t i = off; i < (off_t)d->n + 2; i++) {
+		const char *name;
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof e);
+		struct node *n = NULL;
+		if (i < 2) {
+			name = i == 0 ? "." : "..";
+			e.attr.st_ino = ino;
+			e.attr.st_mode = S_IFDIR;
+		} else {
+			struct dir_entry *de = &d->v[i - 2];
+			name = de->name;
+			e.attr = de->st;
+			n = node_by_ino(&fs->t, de->ino);
+			if (plus && n) {
+				fill_entry(fs, n, &e);
+			}
+		}
+		size_t len;
+		if (plus)
+			len = fuse_add_direntry_plus(req, buf + used, size - used,
+						     name, &e, i + 1);
+		else
+			len = fuse_add_direntry(req, buf + used, size - used,
+						name, &e.attr, i + 1);
+		if (len > size - used)
+			break;
+		/* The kernel now holds a reference to the inode. */
+		if (plus && n)
+			n->nlookup++;
+		used += len;
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	readdir_common(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	readdir_common(req, ino, size, off, fi, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	dir_handle_free((struct dir_handle *)(uintptr_t)fi->fh);
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, ino);
+	if (n && n->open_dirs > 0) {
+		n->open_dirs--;
+		node_release_if_unused(&fs->t, n);
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	/* Directory operations are synchronous already. */
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	struct statvfs st;
+	int err = sb_statfs(fs->b, fs->workdir, &st);
+	if (err < 0)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_statfs(req, &st);
+}
+
+/* ---- xattrs: only the root's control-socket attribute ---- */
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	struct fs *fs = req_fs(req);
+	const char *value = fs->cfg.control_socket;
+	if (ino != NODE_ROOT_INO || !value || strcmp(name, SBFS_XATTR_CONTROL)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	size_t len = strlen(value);
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, value, len);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fs *fs = req_fs(req);
+	size_t len = sizeof SBFS_XATTR_CONTROL;
+	if (ino != NODE_ROOT_INO || !fs->cfg.control_socket)
+		len = 0;
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, SBFS_XATTR_CONTROL, len);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	(void)ino;
+	(void)name;
+	(void)value;
+	(void)size;
+	(void)flags;
+	fuse_reply_err(req, ENOTSUP);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino;
+	(void)name;
+	fuse_reply_err(req, ENOTSUP);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.create = op_create,
+};
+
+const struct fuse_lowlevel_ops *fs_fuse_ops(void) { return &ops; }

@@ -1,0 +1,100 @@
+/* The inode table: one node per path the kernel knows or the cache holds,
+ * linked into a tree (parent, children) so a rename moves a whole subtree
+ * and a path is rebuilt from the parents. Inode numbers are ours and never
+ * reused; hard links show as separate inodes, as in sshfs.
+ *
+ * Every function here expects the table lock held; the fs core releases it
+ * around backend calls. */
+#ifndef SBFS_NODE_TABLE_H
+#define SBFS_NODE_TABLE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define NODE_ROOT_INO 1
+
+struct file_state;
+
+struct node {
+	uint64_t ino;
+	uint64_t nlookup;          /* references the kernel holds */
+	struct node *parent;       /* NULL for the root and detached nodes */
+	char *name;
+	struct node *children;     /* first child */
+	struct node *next_sibling, *prev_sibling;
+	struct node *ino_next;     /* ino hash chain */
+	struct node *name_next;    /* (parent, name) hash chain */
+
+	/* Cached attributes: valid while attr_gen matches the table's
+	 * generation and attr_expires is in the future. */
+	struct stat st;
+	char *link_target;
+	uint64_t attr_gen;
+	struct timespec attr_expires;
+	bool attr_set;
+
+	/* Cached listing of this directory: every child that exists has a
+	 * node with fresh attributes, so a name without one is absent. */
+	uint64_t list_gen;
+	struct timespec list_expires;
+	bool list_set;
+
+	/* Identity of the content the kernel's page cache holds. */
+	struct timespec cached_mtime;
+	off_t cached_size;
+	bool cached_content;
+
+	uint64_t seen_mark;        /* last listing that named this node */
+
+	struct file_state *file;   /* spool shared by open handles */
+	unsigned open_dirs;
+};
+
+struct node_table {
+	pthread_mutex_t lock;
+	struct node **by_ino;
+	struct node **by_name;
+	size_t nbuckets;
+	size_t count;
+	uint64_t next_ino;
+	uint64_t gen;              /* bumped to invalidate every cache */
+	struct node *root;
+};
+
+int node_table_init(struct node_table *t, mode_t root_mode);
+void node_table_destroy(struct node_table *t);
+
+struct node *node_by_ino(struct node_table *t, uint64_t ino);
+struct node *node_child(struct node_table *t, struct node *parent,
+			const char *name);
+/* Returns the existing child or a new one with no attributes. */
+struct node *node_child_get(struct node_table *t, struct node *parent,
+			    const char *name);
+/* Moves n under new_parent as new_name; a node already there is detached. */
+int node_move(struct node_table *t, struct node *n, struct node *new_parent,
+	      const char *new_name);
+/* Takes n out of the tree (it was removed); it stays findable by inode
+ * until the kernel forgets it. */
+void node_detach(struct node_table *t, struct node *n);
+/* Frees n when nothing refers to it any more. Returns true if freed. */
+bool node_release_if_unused(struct node_table *t, struct node *n);
+
+/* The mount-relative path ("/" for the root, "/a/b" below it) in a malloc'd
+ * string; NULL for a detached node or on allocation failure. */
+char *node_path(const struct node *n);
+
+bool node_attr_fresh(const struct node_table *t, const struct node *n,
+		     const struct timespec *now);
+void node_set_attr(struct node_table *t, struct node *n, const struct stat *st,
+		   const char *link_target, const struct timespec *expires);
+void node_forget_attr(struct node *n);
+bool node_list_fresh(const struct node_table *t, const struct node *n,
+		     const struct timespec *now);
+
+/* Calls fn for every node in the tree below (and including) n. */
+void node_walk(struct node *n, void (*fn)(struct node *, void *), void *arg);
+
+#endif
