@@ -1,0 +1,515 @@
+/* The `local` backend: a bubblewrap sandbox on this machine. The host
+ * system is visible read-only (/usr, /etc, /opt), the workspace is a host
+ * directory bound at the workdir, nothing else of the host is. Commands
+ * enter the running sandbox's namespaces with nsenter and drop every
+ * capability with setpriv before running. */
+#include "local.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define READY_TIMEOUT_MS 10000
+#define GUEST_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define GUEST_HOME "HOME=/root"
+
+static const char *const local_option_keys[] = {"local_root", NULL};
+
+/* ---- small helpers ---- */
+
+struct strv {
+	const char **v;
+	size_t n, cap;
+	bool oom;
+};
+
+static void strv_add(struct strv *s, const char *x)
+{
+	if (s->n + 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		const char **v = realloc(s->v, cap * sizeof(*v));
+		if (!v) {
+			s->oom = true;
+			return;
+		}
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = x;
+	s->v[s->n] = NULL;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static void pidfd_kill(int pidfd)
+{
+	if (pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+}
+
+static const char *find_tool(const char *name, char *buf, size_t n)
+{
+	static const char *const dirs[] = {"/usr/bin", "/usr/sbin", "/bin",
+					   "/sbin", "/usr/local/bin", NULL};
+	for (size_t i = 0; dirs[i]; i++) {
+		snprintf(buf, n, "%s/%s", dirs[i], name);
+		if (access(buf, X_OK) == 0)
+			return buf;
+	}
+	return NULL;
+}
+
+static void set_error(struct sb_backend *b, const char *fmt, const char *arg)
+{
+	snprintf(b->error, sizeof(b->error), fmt, arg);
+}
+
+/* ---- workspace dir ---- */
+
+static int chmod_dirs(const char *p, const struct stat *st, int flag,
+		      struct FTW *f)
+{
+	(void)f;
+	if (flag == FTW_D || flag == FTW_DNR)
+		chmod(p, (st->st_mode & 07777) | S_IRWXU);
+	return 0;
+}
+
+static int remove_entry(const char *p, const struct stat *st, int flag,
+			struct FTW *f)
+{
+	(void)st;
+	(void)f;
+	if (flag == FTW_DP)
+		rmdir(p);
+	else
+		unlink(p);
+	return 0;
+}
+
+/* Physical walk: never follows the symlinks the guest may have planted, and
+ * never crosses into another mount. */
+static void remove_tree(const char *dir)
+{
+	nftw(dir, chmod_dirs, 16, FTW_PHYS | FTW_MOUNT);
+	nftw(dir, remove_entry, 16, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
+}
+
+static int make_workspace(struct sb_backend *b, struct local *l)
+{
+	const struct sb_spec *spec = &b->spec;
+	if (spec->attach_id) {
+		struct stat st;
+		if (lstat(spec->attach_id, &st) < 0 || !S_ISDIR(st.st_mode) ||
+		    st.st_uid != geteuid()) {
+			set_error(b, "attach: '%.300s' is not a workspace directory owned by you",
+				  spec->attach_id);
+			return -ENOENT;
+		}
+		if (!realpath(spec->attach_id, l->host_dir)) {
+			set_error(b, "attach: cannot resolve '%.300s'", spec->attach_id);
+			return -ENOENT;
+		}
+		l->owns_dir = false;
+		return 0;
+	}
+	const char *root = sb_spec_option(spec, "local_root");
+	if (!root || !*root)
+		root = getenv("TMPDIR");
+	if (!root || !*root)
+		root = "/var/tmp";
+	int n = snprintf(l->host_dir, sizeof(l->host_dir), "%s/%s-XXXXXX",
+			 root, spec->name);
+	if (n < 0 || (size_t)n >= sizeof(b->id)) {
+		set_error(b, "workspace root path too long: %.300s", root);
+		return -ENAMETOOLONG;
+	}
+	if (!mkdtemp(l->host_dir)) {
+		set_error(b, "cannot create the workspace directory under %.300s", root);
+		return -errno;
+	}
+	l->owns_dir = true;
+	return 0;
+}
+
+/* ---- sandbox process ---- */
+
+static bool refuse_unenforceable(struct sb_backend *b)
+{
+	const struct sb_spec *s = &b->spec;
+	const char *why = NULL;
+	if (s->image)
+		why = "backend 'local' has no images (it runs the host's /usr read-only); drop image=";
+	else if (s->allow_egress_to && s->allow_egress_to[0])
+		why = "backend 'local' cannot enforce allow_egress_to (it has no egress filter); use block_network or drop the allowlist";
+	else if (s->cpu > 0)
+		why = "backend 'local' cannot enforce a cpu limit; drop cpu=";
+	else if (s->memory_mb > 0)
+		why = "backend 'local' cannot enforce a memory limit; drop memory=";
+	else if (!s->workdir || s->workdir[0] != '/' || !s->workdir[1])
+		why = "backend 'local' needs an absolute workdir other than /";
+	for (size_t i = 0; !why && s->env && s->env[i]; i++)
+		if (!strchr(s->env[i], '=') || s->env[i][0] == '=')
+			why = "environment entries must be K=V";
+	if (why)
+		snprintf(b->error, sizeof(b->error), "%s", why);
+	return why != NULL;
+}
+
+/* The host's /bin, /lib, ... are symlinks into /usr on merged-/usr systems:
+ * recreate them as such; bind them read-only where they are real dirs. */
+static void add_system_dirs(struct strv *a, char links[][4096])
+{
+	static const char *const dirs[] = {"/bin", "/sbin", "/lib", "/lib32",
+					   "/lib64", "/libx32", NULL};
+	for (size_t i = 0; dirs[i]; i++) {
+		struct stat st;
+		if (lstat(dirs[i], &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = readlink(dirs[i], links[i], 4095);
+			if (n <= 0)
+				continue;
+			links[i][n] = '\0';
+			strv_add(a, "--symlink");
+			strv_add(a, links[i]);
+			strv_add(a, dirs[i]);
+		} else if (S_ISDIR(st.st_mode)) {
+			strv_add(a, "--ro-bind");
+			strv_add(a, dirs[i]);
+			strv_add(a, dirs[i]);
+		}
+	}
+	struct stat st;
+	if (stat("/opt", &st) == 0 && S_ISDIR(st.st_mode)) {
+		strv_add(a, "--ro-bind");
+		strv_add(a, "/opt");
+		strv_add(a, "/opt");
+	}
+}
+
+static int read_info(int fd, pid_t *init_pid)
+{
+	char buf[4096];
+	size_t len = 0;
+	double deadline = now_s() + READY_TIMEOUT_MS / 1000.0;
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int left = (int)((deadline - now_s()) * 1000);
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(&p, 1, left) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (len == sizeof(buf) - 1)
+			break;
+	}
+	buf[len] = '\0';
+	json_t *j = json_loads(buf, 0, NULL);
+	json_t *pid = j ? json_object_get(j, "child-pid") : NULL;
+	int rc = json_is_integer(pid) && json_integer_value(pid) > 0 ? 0 : -EPROTO;
+	if (rc == 0)
+		*init_pid = (pid_t)json_integer_value(pid);
+	json_decref(j);
+	return rc;
+}
+
+/* Ready once the sandbox's root has the workspace bound at workdir. */
+static int wait_ready(struct local *l, const char *workdir)
+{
+	struct stat host, guest;
+	if (fstat(l->ws_fd, &host) < 0)
+		return -errno;
+	char p[4200];
+	snprintf(p, sizeof(p), "/proc/%d/root%s", (int)l->init_pid, workdir);
+	double deadline = now_s() + READY_TIMEOUT_MS / 1000.0;
+	while (now_s() < deadline) {
+		struct pollfd pf = {.fd = l->bwrap_pidfd, .events = POLLIN};
+		if (poll(&pf, 1, 0) > 0)
+			return -ECHILD;
+		if (stat(p, &guest) == 0 && guest.st_dev == host.st_dev &&
+		    guest.st_ino == host.st_ino)
+			return 0;
+		usleep(5000);
+	}
+	return -ETIMEDOUT;
+}
+
+static void *watch_sandbox(void *arg)
+{
+	struct sb_backend *b = arg;
+	struct local *l = b->priv;
+	unsigned life = b->spec.sandbox_timeout_s;
+	double end = now_s() + life;
+	for (;;) {
+		int wait_ms = -1;
+		if (life) {
+			double left = end - now_s();
+			wait_ms = left > 0 ? (int)(left * 1000) + 1 : 0;
+		}
+		struct pollfd p = {.fd = l->bwrap_pidfd, .events = POLLIN};
+		int n = poll(&p, 1, wait_ms);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0) {
+			sb_backend_fail(b, "sandbox lifetime (%u s) ended", life);
+			pidfd_kill(l->bwrap_pidfd);
+			life = 0;
+			continue;
+		}
+		break;
+	}
+	int status = 0;
+	while (waitpid(l->bwrap_pid, &status, 0) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(&l->lock);
+	bool expected = l->stopping;
+	pthread_mutex_unlock(&l->lock);
+	if (!expected) {
+		if (WIFSIGNALED(status))
+			sb_backend_fail(b, "sandbox (bwrap pid %d) was killed by signal %d",
+					(int)l->bwrap_pid, WTERMSIG(status));
+		else
+			sb_backend_fail(b, "sandbox (bwrap pid %d) exited with status %d",
+					(int)l->bwrap_pid, WEXITSTATUS(status));
+	}
+	return NULL;
+}
+
+/* Called from the thread that calls create: bwrap's --die-with-parent is
+ * PR_SET_PDEATHSIG, which fires when the *thread* that forked it exits, so
+ * that thread must live as long as the sandbox (the daemon creates it from
+ * its main thread). Also what makes a kill -9 of the daemon take the
+ * sandbox with it. */
+static int spawn_bwrap(struct sb_backend *b, struct local *l)
+{
+	char bwrap[256];
+	if (!find_tool("bwrap", bwrap, sizeof(bwrap))) {
+		set_error(b, "%s", "backend 'local' needs bubblewrap (bwrap), which is not installed");
+		return -ENOENT;
+	}
+	struct strv a = {0};
+	char links[6][4096];
+	strv_add(&a, bwrap);
+	strv_add(&a, "--unshare-all");
+	strv_add(&a, "--unshare-user"); /* caps stay namespaced, even for root */
+	if (!b->spec.block_network)
+		strv_add(&a, "--share-net");
+	strv_add(&a, "--die-with-parent");
+	strv_add(&a, "--new-session"); /* no TIOCSTI into our terminal */
+	strv_add(&a, "--ro-bind"); strv_add(&a, "/usr"); strv_add(&a, "/usr");
+	strv_add(&a, "--ro-bind"); strv_add(&a, "/etc"); strv_add(&a, "/etc");
+	add_system_dirs(&a, links);
+	strv_add(&a, "--proc"); strv_add(&a, "/proc");
+	strv_add(&a, "--dev"); strv_add(&a, "/dev");
+	strv_add(&a, "--tmpfs"); strv_add(&a, "/tmp");
+	strv_add(&a, "--dir"); strv_add(&a, "/root");
+	strv_add(&a, "--bind"); strv_add(&a, l->host_dir); strv_add(&a, b->spec.workdir);
+	strv_add(&a, "--hostname"); strv_add(&a, "sbfs");
+	strv_add(&a, "--clearenv");
+	strv_add(&a, "--setenv"); strv_add(&a, "PATH"); strv_add(&a, GUEST_PATH + 5);
+	strv_add(&a, "--chdir"); strv_add(&a, b->spec.workdir);
+	strv_add(&a, "--info-fd"); strv_add(&a, "3");
+	strv_add(&a, "--");
+	strv_add(&a, "/bin/sh"); strv_add(&a, "-c");
+	strv_add(&a, "while :; do sleep 3600; done");
+	if (a.oom) {
+		free(a.v);
+		return -ENOMEM;
+	}
+	int info[2] = {-1, -1};
+	int errfd = memfd_create("sbfs-bwrap-stderr", MFD_CLOEXEC);
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (errfd < 0 || devnull < 0 || pipe2(info, O_CLOEXEC) < 0) {
+		int e = -errno;
+		free(a.v);
+		if (errfd >= 0) close(errfd);
+		if (devnull >= 0) close(devnull);
+		return e;
+	}
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* async-signal-safe only from here */
+		setsid();
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		dup2(devnull, 0);
+		dup2(devnull, 1);
+		dup2(errfd, 2);
+		dup2(info[1], 3);
+		syscall(SYS_close_range, 4U, ~0U, 0U);
+		execv(bwrap, (char *const *)a.v);
+		_exit(127);
+	}
+	free(a.v);
+	close(info[1]);
+	close(devnull);
+	if (pid < 0) {
+		int e = -errno;
+		close(info[0]);
+		close(errfd);
+		return e;
+	}
+	l->bwrap_pid = pid;
+	l->bwrap_pidfd = pidfd_open_(pid);
+	int rc = l->bwrap_pidfd < 0 ? -errno : read_info(info[0], &l->init_pid);
+	close(info[0]);
+	if (rc == 0)
+		rc = wait_ready(l, b->spec.workdir);
+	if (rc < 0) {
+		char msg[300] = "";
+		ssize_t n = pread(errfd, msg, sizeof(msg) - 1, 0);
+		msg[n > 0 ? n : 0] = '\0';
+		msg[strcspn(msg, "\n")] = '\0';
+		snprintf(b->error, sizeof(b->error), "bwrap failed to start the sandbox: %s",
+			 msg[0] ? msg : strerror(-rc));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		l->bwrap_pid = 0;
+	}
+	close(errfd);
+	return rc;
+}
+
+/* ---- lifecycle ---- */
+
+static void stop_sandbox(struct local *l)
+{
+	pthread_mutex_lock(&l->lock);
+	l->stopping = true;
+	pthread_mutex_unlock(&l->lock);
+	pidfd_kill(l->bwrap_pidfd);
+	if (l->watcher_started) {
+		pthread_join(l->watcher, NULL); /* it reaps bwrap */
+		l->watcher_started = false;
+	} else if (l->bwrap_pid > 0) {
+		waitpid(l->bwrap_pid, NULL, 0);
+	}
+	l->bwrap_pid = 0;
+}
+
+static int local_create(struct sb_backend *b, const struct sb_spec *spec)
+{
+	(void)spec; /* b->spec is the same, and owned */
+	if (refuse_unenforceable(b))
+		return -EINVAL;
+	struct local *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->ws_fd = l->bwrap_pidfd = -1;
+	pthread_mutex_init(&l->lock, NULL);
+	b->priv = l;
+	int rc = make_workspace(b, l);
+	if (rc < 0)
+		return rc;
+	l->ws_fd = open(l->host_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (l->ws_fd < 0) {
+		rc = -errno;
+		set_error(b, "cannot open the workspace directory %.400s", l->host_dir);
+	}
+	if (rc == 0)
+		rc = spawn_bwrap(b, l);
+	if (rc == 0) {
+		int e = pthread_create(&l->watcher, NULL, watch_sandbox, b);
+		l->watcher_started = e == 0;
+		rc = -e;
+	}
+	if (rc < 0) {
+		stop_sandbox(l);
+		if (l->owns_dir)
+			remove_tree(l->host_dir);
+		l->owns_dir = false;
+		return rc;
+	}
+	/* the id is what `-o attach=` takes back */
+	size_t idlen = strnlen(l->host_dir, sizeof(b->id) - 1);
+	memcpy(b->id, l->host_dir, idlen);
+	b->id[idlen] = '\0';
+	return 0;
+}
+
+static int local_destroy(struct sb_backend *b)
+{
+	struct local *l = b->priv;
+	if (!l)
+		return 0;
+	stop_sandbox(l);
+	if (l->owns_dir && !b->spec.keep) {
+		remove_tree(l->host_dir);
+		l->owns_dir = false;
+	}
+	return 0;
+}
+
+/* Leaves the workspace dir (keep/attach), but a local sandbox cannot
+ * outlive the daemon anyway, so its processes go. */
+static void local_release(struct sb_backend *b)
+{
+	struct local *l = b->priv;
+	if (!l)
+		return;
+	stop_sandbox(l);
+	if (l->bwrap_pidfd >= 0)
+		close(l->bwrap_pidfd);
+	if (l->ws_fd >= 0)
+		close(l->ws_fd);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+	b->priv = NULL;
+}
+
+const struct sb_backend_ops sb_local_ops = {
+	.name = "local",
+	.summary = "bubblewrap sandbox on this machine (host /usr read-only, no network by default)",
+	.option_keys = local_option_keys,
+	.create = local_create,
+	.exec = local_exec,
+	.destroy = local_destroy,
+	.release = local_release,
+	.write_file = local_write_file,
+	.list_dir = local_list_dir,
+	.stat = local_stat,
+	.mkdir = local_mkdir,
+	.remove = local_remove,
+	.rename = local_rename,
+	.chmod = local_chmod,
+	.truncate = local_truncate,
+	.utimens = local_utimens,
+	.symlink = local_symlink,
+	.readlink = local_readlink,
+	.statfs = local_statfs,
+	.sweep = NULL,
+};

@@ -1,0 +1,49 @@
+/* Private to the local backend (local.c: sandbox lifecycle and exec;
+ * local_files.c: native file operations on the host workspace dir). */
+#ifndef SBFS_BACKENDS_LOCAL_H
+#define SBFS_BACKENDS_LOCAL_H
+
+#include "backend.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct local {
+	char host_dir[4096];  /* the workspace on the host */
+	int ws_fd;            /* O_PATH of host_dir: root of all native ops */
+	bool owns_dir;        /* created by us (not attached): removed on destroy */
+	pid_t bwrap_pid;      /* our child; only the watcher reaps it */
+	int bwrap_pidfd;      /* readable once bwrap has exited */
+	pid_t init_pid;       /* pid 1 of the sandbox, as seen from the host */
+	pthread_t watcher;
+	bool watcher_started;
+	pthread_mutex_t lock; /* serialises destroy/release */
+	bool stopping;        /* we are killing it: its exit is not a failure */
+};
+
+/* local_exec.c */
+int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
+	       struct sb_exec_result *res);
+
+/* local_files.c */
+int local_write_file(struct sb_backend *b, const char *path, int fd,
+		     off_t size, mode_t mode);
+int local_list_dir(struct sb_backend *b, const char *path,
+		   struct sb_dirlist *out);
+int local_stat(struct sb_backend *b, const char *path, struct stat *st,
+	       char **link_target);
+int local_mkdir(struct sb_backend *b, const char *path, mode_t mode);
+int local_remove(struct sb_backend *b, const char *path, bool is_dir);
+int local_rename(struct sb_backend *b, const char *from, const char *to,
+		 bool noreplace);
+int local_chmod(struct sb_backend *b, const char *path, mode_t mode);
+int local_truncate(struct sb_backend *b, const char *path, off_t size);
+int local_utimens(struct sb_backend *b, const char *path,
+		  const struct timespec ts[2]);
+int local_symlink(struct sb_backend *b, const char *target,
+		  const char *linkpath);
+int local_readlink(struct sb_backend *b, const char *path, char **target);
+int local_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
+
+#endif

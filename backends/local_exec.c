@@ -1,0 +1,301 @@
+/* exec for the local backend: nsenter into the running sandbox's
+ * namespaces and root, drop all capabilities (the guest's uid 0 is mapped
+ * to ours, and with CAP_SYS_ADMIN in its user namespace it could remount
+ * the read-only host dirs writable), then env -i sets the environment and
+ * the working directory and runs argv. */
+#include "local.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IO_CHUNK 65536
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *const guest_defaults[] = {
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=/root",
+	NULL,
+};
+
+/* argv for the host-side nsenter; every string outlives the fork. */
+static const char **build_argv(struct sb_backend *b, struct local *l,
+			       const struct sb_exec_req *req, char *pidbuf,
+			       size_t pidlen)
+{
+	size_t n = 40;
+	for (size_t i = 0; b->spec.env && b->spec.env[i]; i++)
+		n++;
+	for (size_t i = 0; req->env && req->env[i]; i++)
+		n++;
+	for (size_t i = 0; req->argv[i]; i++)
+		n++;
+	const char **v = calloc(n, sizeof(*v));
+	if (!v)
+		return NULL;
+	snprintf(pidbuf, pidlen, "%d", (int)l->init_pid);
+	size_t k = 0;
+	static const char *const head[] = {
+		"/usr/bin/nsenter", "-t", NULL, "-U", "-m", "-p", "-n", "-i",
+		"-u", "-C", "-r", "-w", "--preserve-credentials", "--",
+		"/usr/bin/setpriv", "--bounding-set=-all", "--inh-caps=-all",
+		"--no-new-privs", "--", "/usr/bin/env", "-i", "-C", NULL, "--",
+	};
+	for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
+		v[k++] = head[i];
+	v[2] = pidbuf;
+	v[22] = req->cwd ? req->cwd : b->spec.workdir;
+	for (size_t i = 0; guest_defaults[i]; i++)
+		v[k++] = guest_defaults[i];
+	for (size_t i = 0; b->spec.env && b->spec.env[i]; i++)
+		v[k++] = b->spec.env[i];
+	for (size_t i = 0; req->env && req->env[i]; i++)
+		if (strchr(req->env[i], '='))
+			v[k++] = req->env[i];
+	for (size_t i = 0; req->argv[i]; i++)
+		v[k++] = req->argv[i];
+	v[k] = NULL;
+	return v;
+}
+
+struct io {
+	int out, err;          /* read ends of the command's stdout/stderr */
+	int in;                /* our end of its stdin socket, -1 once closed */
+	int src;               /* the caller's stdin_fd, -1 once at EOF */
+	char buf[IO_CHUNK];    /* stdin bytes read from src, not yet sent */
+	size_t off, len;
+};
+
+/* Reads what is there; 0 = go on, 1 = EOF, <0 = callback abort/error. */
+static int pump_output(int *fd, sb_output_fn fn, void *arg)
+{
+	char buf[IO_CHUNK];
+	for (;;) {
+		ssize_t n = read(*fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EAGAIN ? 0 : -errno;
+		if (n == 0) {
+			close(*fd);
+			*fd = -1;
+			return 1;
+		}
+		if (fn) {
+			int rc = fn(arg, buf, (size_t)n);
+			if (rc < 0)
+				return rc;
+		}
+	}
+}
+
+static void pump_stdin(struct io *io, bool src_ready, bool dst_ready)
+{
+	if (io->len == 0 && src_ready && io->src >= 0) {
+		ssize_t n = read(io->src, io->buf, sizeof(io->buf));
+		if (n > 0) {
+			io->off = 0;
+			io->len = (size_t)n;
+		} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+			io->src = -1;
+		}
+	}
+	if (io->len && dst_ready) {
+		ssize_t n = send(io->in, io->buf + io->off, io->len,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			io->off += (size_t)n;
+			io->len -= (size_t)n;
+		} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			io->len = 0; /* the command stopped reading */
+			io->src = -1;
+		}
+	}
+	if (io->src < 0 && io->len == 0 && io->in >= 0) {
+		close(io->in);
+		io->in = -1;
+	}
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
+	       struct sb_exec_result *res)
+{
+	struct local *l = b->priv;
+	memset(res, 0, sizeof(*res));
+	res->timeout_applied_s = req->timeout_s > 0 ? req->timeout_s : 0;
+	if (!req->argv || !req->argv[0])
+		return -EINVAL;
+	char pidbuf[16];
+	const char **argv = build_argv(b, l, req, pidbuf, sizeof(pidbuf));
+	if (!argv)
+		return -ENOMEM;
+	int outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1};
+	int rc = 0;
+	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, inp) < 0) {
+		rc = -errno;
+		goto out_fds;
+	}
+	static char *const empty_env[] = {NULL};
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* async-signal-safe only: the daemon is multithreaded. Own
+		 * session and process group, so a kill reaches everything. */
+		setsid();
+		dup2(inp[0], 0);
+		dup2(outp[1], 1);
+		dup2(errp[1], 2);
+		syscall(SYS_close_range, 3U, ~0U, 0U);
+		execve(argv[0], (char *const *)argv, empty_env);
+		static const char msg[] = "sbfs: cannot run nsenter\n";
+		(void)!write(2, msg, sizeof(msg) - 1);
+		_exit(127);
+	}
+	if (pid < 0) {
+		rc = -errno;
+		goto out_fds;
+	}
+	close_fd(&inp[0]);
+	close_fd(&outp[1]);
+	close_fd(&errp[1]);
+	int child_fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	fcntl(outp[0], F_SETFL, O_NONBLOCK);
+	fcntl(errp[0], F_SETFL, O_NONBLOCK);
+	shutdown(inp[1], SHUT_RD);
+	struct io *io = calloc(1, sizeof(*io));
+	if (!io) {
+		kill(-pid, SIGKILL);
+		rc = -ENOMEM;
+		goto reap;
+	}
+	io->out = outp[0];
+	io->err = errp[0];
+	io->in = inp[1];
+	io->src = req->stdin_fd;
+	outp[0] = errp[0] = inp[1] = -1;
+
+	double deadline = req->timeout_s > 0 ? now_s() + req->timeout_s : 0;
+	bool exited = false, kill_it = false;
+	while (!exited || io->out >= 0 || io->err >= 0) {
+		struct pollfd p[7];
+		int np = 0;
+		int i_out = -1, i_err = -1, i_src = -1, i_in = -1, i_cancel = -1,
+		    i_box = -1, i_child = -1;
+		if (io->out >= 0) { i_out = np; p[np++] = (struct pollfd){io->out, POLLIN, 0}; }
+		if (io->err >= 0) { i_err = np; p[np++] = (struct pollfd){io->err, POLLIN, 0}; }
+		if (!exited && io->in >= 0 && io->len == 0 && io->src >= 0) {
+			i_src = np; p[np++] = (struct pollfd){io->src, POLLIN, 0};
+		}
+		if (!exited && io->in >= 0 && io->len) {
+			i_in = np; p[np++] = (struct pollfd){io->in, POLLOUT, 0};
+		}
+		if (req->cancel_fd >= 0) { i_cancel = np; p[np++] = (struct pollfd){req->cancel_fd, POLLIN, 0}; }
+		i_box = np; p[np++] = (struct pollfd){l->bwrap_pidfd, POLLIN, 0};
+		if (!exited && child_fd >= 0) { i_child = np; p[np++] = (struct pollfd){child_fd, POLLIN, 0}; }
+		int wait_ms = exited ? 0 : -1;
+		if (deadline > 0 && !exited) {
+			double left = deadline - now_s();
+			wait_ms = left > 0 ? (int)(left * 1000) + 1 : 0;
+		}
+		if (!exited && child_fd < 0 && (wait_ms < 0 || wait_ms > 50))
+			wait_ms = 50; /* no pidfd: poll for the exit */
+		int n = poll(p, (nfds_t)np, wait_ms);
+		if (n < 0 && errno != EINTR) {
+			rc = -errno;
+			kill_it = true;
+			break;
+		}
+		if (n < 0)
+			continue;
+		if (deadline > 0 && !exited && now_s() >= deadline) {
+			res->timed_out = true;
+			kill_it = true;
+			break;
+		}
+		if (i_cancel >= 0 && p[i_cancel].revents) {
+			res->cancelled = true;
+			kill_it = true;
+			break;
+		}
+		if (p[i_box].revents) {
+			res->sandbox_terminated = true;
+			rc = sb_backend_fail(b, "sandbox (bwrap pid %d) exited or was killed",
+					     (int)l->bwrap_pid);
+			kill_it = true;
+			break;
+		}
+		if (i_out >= 0 && p[i_out].revents) {
+			int r = pump_output(&io->out, req->on_stdout, req->cb_arg);
+			if (r < 0) { rc = r; kill_it = true; break; }
+		}
+		if (i_err >= 0 && p[i_err].revents) {
+			int r = pump_output(&io->err, req->on_stderr, req->cb_arg);
+			if (r < 0) { rc = r; kill_it = true; break; }
+		}
+		if (!exited && io->in >= 0)
+			pump_stdin(io, i_src >= 0 && p[i_src].revents,
+				   i_in >= 0 && p[i_in].revents);
+		if (!exited) {
+			siginfo_t si = {0};
+			bool check = child_fd < 0 || (i_child >= 0 && p[i_child].revents);
+			if (check && waitid(P_PID, (id_t)pid, &si,
+					    WEXITED | WNOHANG | WNOWAIT) == 0 &&
+			    si.si_pid == pid)
+				exited = true;
+		} else {
+			/* exited and drained what was buffered: a background
+			 * process still holding the pipes does not keep us */
+			break;
+		}
+	}
+	if (kill_it)
+		kill(-pid, SIGKILL);
+	close_fd(&io->out);
+	close_fd(&io->err);
+	close_fd(&io->in);
+	free(io);
+reap:;
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (child_fd >= 0)
+		close(child_fd);
+	if (!res->timed_out && !res->cancelled && !res->sandbox_terminated) {
+		if (WIFSIGNALED(status))
+			res->term_signal = WTERMSIG(status);
+		else
+			res->exit_code = WEXITSTATUS(status);
+	}
+	if (rc == 0 && !res->sandbox_terminated && sb_backend_is_dead(b)) {
+		res->sandbox_terminated = true;
+		rc = -EIO;
+	}
+out_fds:
+	close_fd(&outp[0]); close_fd(&outp[1]);
+	close_fd(&errp[0]); close_fd(&errp[1]);
+	close_fd(&inp[0]); close_fd(&inp[1]);
+	free(argv);
+	return rc;
+}

@@ -1,0 +1,429 @@
+/* Native file operations of the local backend, done on the host workspace
+ * directory. The guest is untrusted and can plant symlinks, so every path
+ * is resolved beneath the workspace without following any symlink: the
+ * parent with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|...), the last
+ * component with *at calls that do not follow. Where the guest's own view
+ * would follow a symlink (a link in the middle of the path, or writing
+ * through a link), the operation is handed to the shell implementation,
+ * which resolves it inside the sandbox where that is harmless. */
+#include "local.h"
+#include "shell_ops.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#define COPY_CHUNK (1 << 20)
+
+/* A guest path split into a safely opened parent dir and a last name. */
+struct loc {
+	int dirfd;
+	char name[256];
+};
+
+/* Relative part of a guest path under workdir, or NULL when outside. */
+static const char *relative(struct sb_backend *b, const char *path)
+{
+	const char *wd = b->spec.workdir;
+	size_t n = strlen(wd);
+	while (n > 1 && wd[n - 1] == '/')
+		n--;
+	if (!path || strncmp(path, wd, n) != 0 || (path[n] && path[n] != '/'))
+		return NULL;
+	path += n;
+	while (*path == '/')
+		path++;
+	return path;
+}
+
+static int open_beneath(int wsfd, const char *rel, int *out)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+			   RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+	};
+	int fd = (int)syscall(SYS_openat2, wsfd, *rel ? rel : ".", &how, sizeof(how));
+	if (fd < 0)
+		return -errno;
+	*out = fd;
+	return 0;
+}
+
+/* 0, -ELOOP (a symlink on the way: let the guest resolve it), or an errno. */
+static int locate(struct sb_backend *b, const char *path, struct loc *lc)
+{
+	struct local *l = b->priv;
+	const char *rel = relative(b, path);
+	if (!rel)
+		return -EACCES;
+	char buf[4096];
+	size_t n = strlen(rel);
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, rel, n + 1);
+	while (n && buf[n - 1] == '/')
+		buf[--n] = '\0';
+	/* "." and ".." would let the *at call step outside what
+	 * RESOLVE_BENEATH checked; the fs core never sends them */
+	for (char *c = buf; *c;) {
+		size_t len = strcspn(c, "/");
+		if ((len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+			return -EACCES;
+		c += len;
+		while (*c == '/')
+			c++;
+	}
+	char *slash = strrchr(buf, '/');
+	const char *name = slash ? slash + 1 : buf;
+	if (!*name)
+		name = "."; /* the workspace root itself */
+	if (strlen(name) > 255)
+		return -ENAMETOOLONG;
+	snprintf(lc->name, sizeof(lc->name), "%s", name);
+	if (slash)
+		*slash = '\0';
+	else
+		buf[0] = '\0';
+	return open_beneath(l->ws_fd, buf, &lc->dirfd);
+}
+
+static bool is_root(const struct loc *lc)
+{
+	return strcmp(lc->name, ".") == 0;
+}
+
+/* Creates the missing parent directories one component at a time, each
+ * opened without following links. */
+static int make_parents(struct sb_backend *b, const char *path)
+{
+	struct local *l = b->priv;
+	const char *rel = relative(b, path);
+	if (!rel)
+		return -EACCES;
+	char buf[4096];
+	snprintf(buf, sizeof(buf), "%s", rel);
+	char *last = strrchr(buf, '/');
+	if (!last)
+		return 0;
+	*last = '\0';
+	int cur = dup(l->ws_fd);
+	if (cur < 0)
+		return -errno;
+	for (char *c = strtok(buf, "/"); c; c = strtok(NULL, "/")) {
+		if (strcmp(c, ".") == 0 || strcmp(c, "..") == 0) {
+			close(cur);
+			return -EACCES;
+		}
+		if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST) {
+			int e = -errno;
+			close(cur);
+			return e;
+		}
+		int next = openat(cur, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int e = -errno;
+		close(cur);
+		if (next < 0)
+			return e;
+		cur = next;
+	}
+	close(cur);
+	return 0;
+}
+
+static int copy_from(int dst, int src, off_t size)
+{
+	off_t in = 0;
+	bool use_cfr = true;
+	char *buf = NULL;
+	while (in < size) {
+		size_t want = (size_t)(size - in) < COPY_CHUNK ? (size_t)(size - in) : COPY_CHUNK;
+		ssize_t n;
+		if (use_cfr) {
+			off_t out = in;
+			n = copy_file_range(src, &in, dst, &out, want, 0);
+			if (n < 0 && (errno == EXDEV || errno == EINVAL ||
+				      errno == ENOSYS || errno == EOPNOTSUPP)) {
+				use_cfr = false;
+				continue;
+			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				free(buf);
+				return -errno;
+			}
+			if (n == 0)
+				break;
+			continue;
+		}
+		if (!buf && !(buf = malloc(COPY_CHUNK)))
+			return -ENOMEM;
+		n = pread(src, buf, want, in);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			free(buf);
+			return n < 0 ? -errno : -EIO;
+		}
+		for (ssize_t done = 0; done < n;) {
+			ssize_t w = pwrite(dst, buf + done, (size_t)(n - done), in + done);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				free(buf);
+				return -errno;
+			}
+			done += w;
+		}
+		in += n;
+	}
+	free(buf);
+	return in == size ? 0 : -EIO; /* the source shrank under us */
+}
+
+int local_write_file(struct sb_backend *b, const char *path, int fd,
+		     off_t size, mode_t mode)
+{
+	struct loc lc;
+	int rc = locate(b, path, &lc);
+	if (rc == -ENOENT && (rc = make_parents(b, path)) == 0)
+		rc = locate(b, path, &lc);
+	if (rc == -ELOOP)
+		return shell_write_file(b, path, fd, size, mode);
+	if (rc < 0)
+		return rc;
+	if (is_root(&lc)) {
+		close(lc.dirfd);
+		return -EISDIR;
+	}
+	bool created = true;
+	int flags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	int out = openat(lc.dirfd, lc.name, flags | O_CREAT | O_EXCL, mode & 07777);
+	if (out < 0 && errno == EEXIST) {
+		created = false;
+		out = openat(lc.dirfd, lc.name, flags);
+	}
+	rc = out < 0 ? -errno : 0;
+	close(lc.dirfd);
+	if (rc == -ELOOP) /* a link: the guest's write follows it, in the guest */
+		return shell_write_file(b, path, fd, size, mode);
+	if (rc < 0)
+		return rc;
+	struct stat st;
+	if (fstat(out, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(out);
+		return -EINVAL;
+	}
+	if (created)
+		fchmod(out, mode & 07777); /* exact, whatever our umask */
+	rc = ftruncate(out, 0) < 0 ? -errno : copy_from(out, fd, size);
+	if (close(out) < 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+static int stat_at(int dirfd, const char *name, struct stat *st,
+		   char **link_target)
+{
+	if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (link_target && S_ISLNK(st->st_mode)) {
+		char buf[4096];
+		ssize_t n = readlinkat(dirfd, name, buf, sizeof(buf) - 1);
+		if (n >= 0) {
+			buf[n] = '\0';
+			if (!(*link_target = strdup(buf)))
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+int local_list_dir(struct sb_backend *b, const char *path,
+		   struct sb_dirlist *out)
+{
+	struct loc lc;
+	int rc = locate(b, path, &lc);
+	if (rc == -ELOOP)
+		return shell_list_dir(b, path, out);
+	if (rc < 0)
+		return rc;
+	int dfd = openat(lc.dirfd, lc.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	rc = dfd < 0 ? -errno : 0;
+	close(lc.dirfd);
+	if (rc == -ELOOP) /* the directory itself is a link */
+		return shell_list_dir(b, path, out);
+	if (rc < 0)
+		return rc;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return -errno;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		struct stat st;
+		char *target = NULL;
+		int r = stat_at(dirfd(d), de->d_name, &st, &target);
+		if (r == -ENOENT)
+			continue; /* removed meanwhile */
+		struct sb_dirent *e = r < 0 ? NULL : sb_dirlist_add(out, de->d_name);
+		if (!e) {
+			free(target);
+			rc = r < 0 ? r : -ENOMEM;
+			break;
+		}
+		e->st = st;
+		e->link_target = target;
+	}
+	closedir(d);
+	return rc;
+}
+
+int local_stat(struct sb_backend *b, const char *path, struct stat *st,
+	       char **link_target)
+{
+	if (link_target)
+		*link_target = NULL;
+	struct loc lc;
+	int rc = locate(b, path, &lc);
+	if (rc == -ELOOP)
+		return shell_stat(b, path, st, link_target);
+	if (rc < 0)
+		return rc;
+	rc = stat_at(lc.dirfd, lc.name, st, link_target);
+	close(lc.dirfd);
+	return rc;
+}
+
+/* The common shape: locate, hand links on the way to the guest, run op. */
+#define WITH_LOC(path, shell_call, body)                  \
+	do {                                              \
+		struct loc lc;                            \
+		int rc = locate(b, (path), &lc);          \
+		if (rc == -ELOOP)                         \
+			return shell_call;                \
+		if (rc < 0)                               \
+			return rc;                        \
+		rc = (body) < 0 ? -errno : 0;             \
+		close(lc.dirfd);                          \
+		return rc;                                \
+	} while (0)
+
+int local_mkdir(struct sb_backend *b, const char *path, mode_t mode)
+{
+	WITH_LOC(path, shell_mkdir(b, path, mode),
+		 mkdirat(lc.dirfd, lc.name, mode & 07777));
+}
+
+int local_remove(struct sb_backend *b, const char *path, bool is_dir)
+{
+	WITH_LOC(path, shell_remove(b, path, is_dir),
+		 unlinkat(lc.dirfd, lc.name, is_dir ? AT_REMOVEDIR : 0));
+}
+
+int local_chmod(struct sb_backend *b, const char *path, mode_t mode)
+{
+	/* glibc does NOFOLLOW via an O_PATH fd (or fchmodat2), refusing
+	 * only symlinks themselves, which have no mode to change */
+	WITH_LOC(path, shell_chmod(b, path, mode),
+		 fchmodat(lc.dirfd, lc.name, mode & 07777, AT_SYMLINK_NOFOLLOW));
+}
+
+int local_utimens(struct sb_backend *b, const char *path,
+		  const struct timespec ts[2])
+{
+	WITH_LOC(path, shell_utimens(b, path, ts),
+		 utimensat(lc.dirfd, lc.name, ts, AT_SYMLINK_NOFOLLOW));
+}
+
+int local_symlink(struct sb_backend *b, const char *target,
+		  const char *linkpath)
+{
+	WITH_LOC(linkpath, shell_symlink(b, target, linkpath),
+		 symlinkat(target, lc.dirfd, lc.name));
+}
+
+int local_truncate(struct sb_backend *b, const char *path, off_t size)
+{
+	struct loc lc;
+	int rc = locate(b, path, &lc);
+	if (rc == -ELOOP)
+		return shell_truncate(b, path, size);
+	if (rc < 0)
+		return rc;
+	/* O_NONBLOCK: a FIFO must not hang us; it is refused below */
+	int fd = openat(lc.dirfd, lc.name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	rc = fd < 0 ? -errno : 0;
+	close(lc.dirfd);
+	if (rc == -ELOOP)
+		return shell_truncate(b, path, size);
+	if (rc < 0)
+		return rc == -ENXIO ? -EINVAL : rc;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		rc = -EINVAL;
+	else if (ftruncate(fd, size) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+int local_readlink(struct sb_backend *b, const char *path, char **target)
+{
+	*target = NULL;
+	struct loc lc;
+	int rc = locate(b, path, &lc);
+	if (rc == -ELOOP)
+		return shell_readlink(b, path, target);
+	if (rc < 0)
+		return rc;
+	char buf[4096];
+	ssize_t n = readlinkat(lc.dirfd, lc.name, buf, sizeof(buf) - 1);
+	rc = n < 0 ? -errno : 0;
+	close(lc.dirfd);
+	if (rc < 0)
+		return rc;
+	buf[n] = '\0';
+	*target = strdup(buf);
+	return *target ? 0 : -ENOMEM;
+}
+
+int local_rename(struct sb_backend *b, const char *from, const char *to,
+		 bool noreplace)
+{
+	struct loc a, c;
+	int rc = locate(b, from, &a);
+	if (rc == 0) {
+		rc = locate(b, to, &c);
+		if (rc < 0)
+			close(a.dirfd);
+	}
+	if (rc == -ELOOP)
+		return shell_rename(b, from, to, noreplace);
+	if (rc < 0)
+		return rc;
+	rc = syscall(SYS_renameat2, a.dirfd, a.name, c.dirfd, c.name,
+		     noreplace ? RENAME_NOREPLACE : 0) < 0 ? -errno : 0;
+	close(a.dirfd);
+	close(c.dirfd);
+	return rc;
+}
+
+int local_statfs(struct sb_backend *b, const char *path, struct statvfs *st)
+{
+	(void)path; /* one filesystem: the workspace's */
+	struct local *l = b->priv;
+	return fstatvfs(l->ws_fd, st) < 0 ? -errno : 0;
+}

@@ -1,0 +1,324 @@
+/* The local backend against a real bubblewrap sandbox: exec streams and
+ * codes, isolation, native file ops vs the shell fallbacks, capped reads,
+ * symlink escapes, a sandbox killed from outside, destroy. */
+#include "tests/unit/unit.h"
+#include "backends/backend.h"
+#include "backends/shell_ops.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct buf { char d[65536]; size_t n; };
+struct out2 { struct buf out, err; };
+
+static int on_out(void *a, const char *d, size_t n)
+{
+	struct buf *b = &((struct out2 *)a)->out;
+	n = n < sizeof(b->d) - 1 - b->n ? n : sizeof(b->d) - 1 - b->n;
+	memcpy(b->d + b->n, d, n);
+	b->n += n;
+	b->d[b->n] = 0;
+	return 0;
+}
+
+static int on_err(void *a, const char *d, size_t n)
+{
+	struct buf *b = &((struct out2 *)a)->err;
+	n = n < sizeof(b->d) - 1 - b->n ? n : sizeof(b->d) - 1 - b->n;
+	memcpy(b->d + b->n, d, n);
+	b->n += n;
+	b->d[b->n] = 0;
+	return 0;
+}
+
+static int run(struct sb_backend *b, struct out2 *o, double timeout,
+	       struct sb_exec_result *res, const char *script)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	memset(o, 0, sizeof(*o));
+	struct sb_exec_req req = {.argv = argv, .stdin_fd = -1, .timeout_s = timeout,
+				  .on_stdout = on_out, .on_stderr = on_err,
+				  .cb_arg = o, .cancel_fd = -1};
+	return sb_exec(b, &req, res);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static struct sb_backend *make(const char *root, bool shell_only)
+{
+	struct sb_spec spec;
+	sb_spec_init(&spec);
+	char opt[600];
+	snprintf(opt, sizeof(opt), "local_root=%s", root);
+	spec.options = calloc(2, sizeof(char *));
+	spec.options[0] = strdup(opt);
+	char err[512] = "";
+	struct sb_backend *b = sb_backend_create(sb_backend_find("local"), &spec,
+						 shell_only, err, sizeof(err));
+	if (!b)
+		fprintf(stderr, "create failed: %s\n", err);
+	return b;
+}
+
+static int tmpfile_with(const char *data, size_t n)
+{
+	char p[] = "/tmp/sbfs-test-XXXXXX";
+	int fd = mkstemp(p);
+	unlink(p);
+	(void)!write(fd, data, n);
+	return fd;
+}
+
+/* The same file-op sequence, natively or through shell_ops. */
+static void file_ops(struct sb_backend *b, const char *host_ws)
+{
+	struct out2 o;
+	struct sb_exec_result res;
+	const char *data = "hello\nworld\n";
+	int fd = tmpfile_with(data, strlen(data));
+	CHECK_INT(sb_write_file(b, "/workspace/d1/d2/f.txt", fd, 12, 0640), 0);
+	struct stat st;
+	char *t = NULL;
+	CHECK_INT(sb_stat(b, "/workspace/d1/d2/f.txt", &st, &t), 0);
+	CHECK_INT(st.st_size, 12);
+	CHECK_INT(st.st_mode & 07777, 0640);
+	CHECK(S_ISREG(st.st_mode));
+	CHECK(t == NULL);
+	char hp[4200];
+	snprintf(hp, sizeof(hp), "%s/d1/d2/f.txt", host_ws);
+	CHECK(access(hp, F_OK) == 0);
+
+	char rbuf[100];
+	size_t got = 0;
+	CHECK_INT(sb_read(b, "/workspace/d1/d2/f.txt", 0, 65536 > sizeof(rbuf) ? sizeof(rbuf) : 65536, rbuf, &got), 0);
+	CHECK_MEM(rbuf, got, data, 12);
+	CHECK_INT(sb_read(b, "/workspace/d1/d2/f.txt", 6, 3, rbuf, &got), 0);
+	CHECK_MEM(rbuf, got, "wor", 3);
+
+	CHECK_INT(sb_symlink(b, "d2/f.txt", "/workspace/d1/link"), 0);
+	CHECK_INT(sb_symlink(b, "x", "/workspace/d1/link"), -EEXIST);
+	CHECK_INT(sb_readlink(b, "/workspace/d1/link", &t), 0);
+	CHECK(t && strcmp(t, "d2/f.txt") == 0);
+	free(t);
+	CHECK_INT(sb_readlink(b, "/workspace/d1/d2/f.txt", &t), -EINVAL);
+	CHECK_INT(sb_mkdir(b, "/workspace/d1/sub", 0750), 0);
+	CHECK_INT(sb_mkdir(b, "/workspace/d1/sub", 0750), -EEXIST);
+	CHECK_INT(sb_mkdir(b, "/workspace/nope/sub", 0750), -ENOENT);
+	CHECK_INT(sb_stat(b, "/workspace/missing", &st, NULL), -ENOENT);
+	/* hostile name created in the guest, then listed */
+	CHECK_INT(run(b, &o, 30, &res, "printf x > \"/workspace/d1/$(printf 'new\\nline')\"; : > '/workspace/d1/-rf $(x)'"), 0);
+
+	struct sb_dirlist l = {0};
+	CHECK_INT(sb_list_dir(b, "/workspace/d1", &l), 0);
+	CHECK_INT(l.n, 5);
+	bool saw_link = false, saw_nl = false, saw_dash = false;
+	for (size_t i = 0; i < l.n; i++) {
+		if (!strcmp(l.v[i].name, "link")) {
+			saw_link = S_ISLNK(l.v[i].st.st_mode) && l.v[i].link_target &&
+				   !strcmp(l.v[i].link_target, "d2/f.txt");
+		}
+		if (!strcmp(l.v[i].name, "new\nline"))
+			saw_nl = l.v[i].st.st_size == 1;
+		if (!strcmp(l.v[i].name, "-rf $(x)"))
+			saw_dash = true;
+		if (!strcmp(l.v[i].name, "sub"))
+			CHECK_INT(l.v[i].st.st_mode & 07777, 0750);
+	}
+	CHECK(saw_link && saw_nl && saw_dash);
+	sb_dirlist_free(&l);
+	CHECK_INT(sb_list_dir(b, "/workspace/d1/sub", &l), 0);
+	CHECK_INT(l.n, 0);
+	CHECK_INT(sb_list_dir(b, "/workspace/nothere", &l), -ENOENT);
+	CHECK_INT(sb_list_dir(b, "/workspace/d1/d2/f.txt", &l), -ENOTDIR);
+
+	CHECK_INT(sb_chmod(b, "/workspace/d1/d2/f.txt", 0600), 0);
+	CHECK_INT(sb_truncate(b, "/workspace/d1/d2/f.txt", 3), 0);
+	struct timespec ts[2] = {{1000000000, 0}, {1200000000, 0}};
+	CHECK_INT(sb_utimens(b, "/workspace/d1/d2/f.txt", ts), 0);
+	CHECK_INT(sb_stat(b, "/workspace/d1/d2/f.txt", &st, NULL), 0);
+	CHECK_INT(st.st_mode & 07777, 0600);
+	CHECK_INT(st.st_size, 3);
+	CHECK_INT(st.st_mtim.tv_sec, 1200000000);
+	CHECK_INT(st.st_atim.tv_sec, 1000000000);
+
+	CHECK_INT(sb_rename(b, "/workspace/d1/d2/f.txt", "/workspace/d1/g.txt", false), 0);
+	CHECK_INT(sb_write_file(b, "/workspace/d1/h.txt", fd, 5, 0644), 0);
+	CHECK_INT(sb_rename(b, "/workspace/d1/h.txt", "/workspace/d1/g.txt", true), -EEXIST);
+	CHECK_INT(sb_rename(b, "/workspace/d1/h.txt", "/workspace/d1/g.txt", false), 0);
+	CHECK_INT(sb_stat(b, "/workspace/d1/g.txt", &st, NULL), 0);
+	CHECK_INT(st.st_size, 5);
+	CHECK_INT(sb_remove(b, "/workspace/d1", true), -ENOTEMPTY);
+	CHECK_INT(sb_remove(b, "/workspace/d1/g.txt", true), -ENOTDIR);
+	CHECK_INT(sb_remove(b, "/workspace/d1/sub", false), -EISDIR);
+	CHECK_INT(sb_remove(b, "/workspace/d1/g.txt", false), 0);
+	CHECK_INT(sb_remove(b, "/workspace/d1/sub", true), 0);
+	CHECK_INT(sb_remove(b, "/workspace/d1/g.txt", false), -ENOENT);
+
+	struct statvfs sv;
+	CHECK_INT(sb_statfs(b, "/workspace", &sv), 0);
+	CHECK(sv.f_blocks > 0);
+
+	/* reads of non-regular files: refused, promptly */
+	CHECK_INT(run(b, &o, 30, &res, "mkfifo /workspace/fifo"), 0);
+	double t0 = now();
+	CHECK_INT(sb_read(b, "/workspace/fifo", 0, 65536, rbuf, &got), -EINVAL);
+	CHECK(now() - t0 < 10);
+	CHECK_INT(sb_read(b, "/dev/zero", 0, 65536, rbuf, &got), -EINVAL);
+	CHECK_INT(sb_read(b, "/workspace/d1", 0, 65536, rbuf, &got), -EISDIR);
+	CHECK_INT(sb_read(b, "/workspace/none", 0, 65536, rbuf, &got), -ENOENT);
+	CHECK_INT(sb_truncate(b, "/workspace/fifo", 0), -EINVAL);
+
+	/* a planted link must not let a write escape the workspace */
+	CHECK_INT(run(b, &o, 30, &res, "ln -s /etc /workspace/evil; ln -s /etc/sbfs-x /workspace/evil2"), 0);
+	CHECK(sb_write_file(b, "/workspace/evil/sbfs-x", fd, 12, 0644) < 0);
+	CHECK(sb_write_file(b, "/workspace/evil2", fd, 12, 0644) < 0);
+	CHECK(access("/etc/sbfs-x", F_OK) != 0);
+	close(fd);
+}
+
+int main(void)
+{
+	char root[] = "/tmp/sbfs-local-test-XXXXXX";
+	CHECK(mkdtemp(root) != NULL);
+	setenv("SBFS_TEST_SECRET", "leak", 1);
+
+	struct sb_spec bad;
+	sb_spec_init(&bad);
+	bad.options = calloc(2, sizeof(char *));
+	bad.options[0] = strdup("bogus=1");
+	char err[512] = "";
+	CHECK(sb_backend_create(sb_backend_find("local"), &bad, false, err, sizeof(err)) == NULL);
+	CHECK(strstr(err, "unknown option 'bogus'") != NULL);
+	sb_spec_init(&bad);
+	bad.allow_egress_to = calloc(2, sizeof(char *));
+	bad.allow_egress_to[0] = strdup("example.com");
+	CHECK(sb_backend_create(sb_backend_find("local"), &bad, false, err, sizeof(err)) == NULL);
+	CHECK(strstr(err, "allow_egress_to") != NULL);
+
+	struct sb_backend *b = make(root, false);
+	CHECK(b != NULL);
+	if (!b)
+		return unit_done("local_backend");
+	char ws[300];
+	snprintf(ws, sizeof(ws), "%s", b->id);
+	struct out2 o;
+	struct sb_exec_result res;
+	CHECK_INT(run(b, &o, 30, &res, "echo out; echo err >&2; exit 3"), 0);
+	CHECK(strcmp(o.out.d, "out\n") == 0);
+	CHECK(strcmp(o.err.d, "err\n") == 0);
+	CHECK_INT(res.exit_code, 3);
+	CHECK(!res.timed_out);
+
+	double t0 = now();
+	CHECK_INT(run(b, &o, 0.5, &res, "sleep 30"), 0);
+	CHECK(res.timed_out);
+	CHECK(now() - t0 < 5);
+
+	CHECK_INT(run(b, &o, 30, &res, "echo \"[$SBFS_TEST_SECRET]\"; pwd; ls /home 2>&1; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '"), 0);
+	CHECK(strstr(o.out.d, "[]\n/workspace\n") == o.out.d);
+	CHECK(strstr(o.out.d, "No such file") != NULL);
+	CHECK(strstr(o.out.d, "\nlo\n") != NULL);
+	CHECK(strstr(o.out.d, "eth") == NULL);
+
+	const char *nf[] = {"no-such-command-sbfs", NULL};
+	struct sb_exec_req req = {.argv = nf, .stdin_fd = -1, .on_stderr = on_err,
+				  .cb_arg = &o, .cancel_fd = -1};
+	memset(&o, 0, sizeof(o));
+	CHECK_INT(sb_exec(b, &req, &res), 0);
+	CHECK_INT(res.exit_code, 127);
+
+	int in = tmpfile_with("abc", 3);
+	lseek(in, 0, SEEK_SET);
+	const char *cat[] = {"cat", NULL};
+	struct sb_exec_req creq = {.argv = cat, .stdin_fd = in, .on_stdout = on_out,
+				   .cb_arg = &o, .cancel_fd = -1};
+	memset(&o, 0, sizeof(o));
+	CHECK_INT(sb_exec(b, &creq, &res), 0);
+	CHECK(strcmp(o.out.d, "abc") == 0);
+	close(in);
+
+	CHECK_INT(run(b, &o, 30, &res, "mount -o remount,rw,bind /usr 2>/dev/null && echo BAD; touch /usr/sbfs-x 2>/dev/null && echo BAD2; kill -9 $$"), 0);
+	CHECK(strstr(o.out.d, "BAD") == NULL);
+	CHECK_INT(res.term_signal, 9);
+
+	file_ops(b, ws);
+
+	/* the same through the shell fallbacks */
+	struct sb_backend *s = make(root, true);
+	CHECK(s != NULL);
+	if (s) {
+		file_ops(s, s->id);
+		CHECK(atomic_load(&s->counters.shell_fallbacks) > 20);
+		char sws[300];
+		snprintf(sws, sizeof(sws), "%s", s->id);
+		CHECK_INT(sb_backend_destroy(s), 0);
+		CHECK(access(sws, F_OK) != 0);
+	}
+
+	/* killed from outside: calls fail fast, exec in flight returns */
+	char pidfile[400];
+	snprintf(pidfile, sizeof(pidfile), "%s/box", ws);
+	pid_t box = 0;
+	{
+		/* bwrap is our only child with the sandbox's workspace bound */
+		char cmd[600];
+		snprintf(cmd, sizeof(cmd), "pgrep -P %d -x bwrap", (int)getpid());
+		FILE *p = popen(cmd, "r");
+		if (p) {
+			int v;
+			if (fscanf(p, "%d", &v) == 1)
+				box = v;
+			pclose(p);
+		}
+	}
+	CHECK(box > 0);
+	if (box > 0) {
+		pid_t killer = fork();
+		if (killer == 0) {
+			usleep(300000);
+			kill(box, SIGKILL);
+			_exit(0);
+		}
+		t0 = now();
+		int rc = run(b, &o, 60, &res, "sleep 50");
+		CHECK_INT(rc, -EIO);
+		CHECK(res.sandbox_terminated);
+		CHECK(now() - t0 < 5);
+		waitpid(killer, NULL, 0);
+		usleep(100000);
+		struct stat st;
+		CHECK_INT(sb_stat(b, "/workspace", &st, NULL), -EIO);
+		CHECK(sb_backend_is_dead(b));
+		CHECK(strstr(b->dead_reason, "sandbox") != NULL);
+	}
+	CHECK_INT(sb_backend_destroy(b), 0);
+	CHECK(access(ws, F_OK) != 0);
+
+	/* lifetime */
+	struct sb_spec spec;
+	sb_spec_init(&spec);
+	spec.sandbox_timeout_s = 1;
+	spec.options = calloc(2, sizeof(char *));
+	snprintf(pidfile, sizeof(pidfile), "local_root=%s", root);
+	spec.options[0] = strdup(pidfile);
+	b = sb_backend_create(sb_backend_find("local"), &spec, false, err, sizeof(err));
+	CHECK(b != NULL);
+	if (b) {
+		usleep(1600000);
+		CHECK(sb_backend_is_dead(b));
+		CHECK(strstr(b->dead_reason, "lifetime (1 s) ended") != NULL);
+		CHECK_INT(sb_backend_destroy(b), 0);
+	}
+	rmdir(root);
+	return unit_done("local_backend");
+}
