@@ -6,6 +6,7 @@
 #include "local.h"
 #include "util/log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -118,6 +120,108 @@ static void remove_tree(const char *dir)
 	nftw(dir, remove_entry, 16, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
 }
 
+/* ---- owner markers: `sbfs sweep` finds workspaces of dead daemons ---- */
+
+/* The start time (clock ticks since boot) tells a live daemon from a new
+ * process that reused its pid; 0 for a process that is gone (or a zombie,
+ * which is gone but for its parent's wait). */
+static unsigned long long process_start_time(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	unsigned long long start = 0;
+	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+		return 0;
+	/* after the command name: state is field 3, starttime field 22 */
+	for (int field = 2; p && *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	if (p && sscanf(p, "%llu", &start) != 1)
+		start = 0;
+	return start;
+}
+
+static void owner_path(const char *host_dir, char *out, size_t len)
+{
+	snprintf(out, len, "%s.owner", host_dir);
+}
+
+static void write_owner(const char *host_dir)
+{
+	char path[4200];
+	owner_path(host_dir, path, sizeof path);
+	FILE *f = fopen(path, "wxe");
+	if (!f)
+		return; /* only sweep needs it */
+	fprintf(f, "%d %llu\n", (int)getpid(), process_start_time(getpid()));
+	fclose(f);
+}
+
+static void remove_owner(const char *host_dir)
+{
+	char path[4200];
+	owner_path(host_dir, path, sizeof path);
+	unlink(path);
+}
+
+static const char *workspace_root(const struct sb_spec *spec)
+{
+	const char *root = sb_spec_option(spec, "local_root");
+	if (!root || !*root)
+		root = getenv("TMPDIR");
+	if (!root || !*root)
+		root = "/var/tmp";
+	return root;
+}
+
+static int local_sweep(const struct sb_spec *spec)
+{
+	const char *root = workspace_root(spec);
+	DIR *d = opendir(root);
+	if (!d) {
+		fprintf(stderr, "sbfs: cannot read %s: %s\n", root, strerror(errno));
+		return -1;
+	}
+	size_t removed = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (strncmp(e->d_name, "sbfs-", 5) != 0 || len < 7 ||
+		    strcmp(e->d_name + len - 6, ".owner") != 0)
+			continue;
+		char owner[4200], dir[4200];
+		snprintf(owner, sizeof owner, "%s/%s", root, e->d_name);
+		snprintf(dir, sizeof dir, "%s/%.*s", root, (int)(len - 6), e->d_name);
+		FILE *f = fopen(owner, "re");
+		int pid = 0;
+		unsigned long long start = 0;
+		if (f) {
+			if (fscanf(f, "%d %llu", &pid, &start) != 2)
+				pid = 0;
+			fclose(f);
+		}
+		struct stat st;
+		if (pid > 0 && start && process_start_time(pid) == start)
+			continue; /* its daemon is alive */
+		if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+			remove_tree(dir);
+		unlink(owner);
+		printf("removed %s (its sbfs daemon, pid %d, is gone)\n", dir, pid);
+		removed++;
+	}
+	closedir(d);
+	if (!removed)
+		printf("no orphaned local workspaces under %s\n", root);
+	return 0;
+}
+
 static int make_workspace(struct sb_backend *b, struct local *l)
 {
 	const struct sb_spec *spec = &b->spec;
@@ -136,11 +240,7 @@ static int make_workspace(struct sb_backend *b, struct local *l)
 		l->owns_dir = false;
 		return 0;
 	}
-	const char *root = sb_spec_option(spec, "local_root");
-	if (!root || !*root)
-		root = getenv("TMPDIR");
-	if (!root || !*root)
-		root = "/var/tmp";
+	const char *root = workspace_root(spec);
 	int n = snprintf(l->host_dir, sizeof(l->host_dir), "%s/%s-XXXXXX",
 			 root, spec->name);
 	if (n < 0 || (size_t)n >= sizeof(b->id)) {
@@ -152,6 +252,7 @@ static int make_workspace(struct sb_backend *b, struct local *l)
 		return -errno;
 	}
 	l->owns_dir = true;
+	write_owner(l->host_dir);
 	return 0;
 }
 
@@ -449,8 +550,10 @@ static int local_create(struct sb_backend *b, const struct sb_spec *spec)
 	}
 	if (rc < 0) {
 		stop_sandbox(l);
-		if (l->owns_dir)
+		if (l->owns_dir) {
 			remove_tree(l->host_dir);
+			remove_owner(l->host_dir);
+		}
 		l->owns_dir = false;
 		return rc;
 	}
@@ -467,8 +570,11 @@ static int local_destroy(struct sb_backend *b)
 	if (!l)
 		return 0;
 	stop_sandbox(l);
-	if (l->owns_dir && !b->spec.keep) {
-		remove_tree(l->host_dir);
+	if (l->owns_dir) {
+		/* A kept workspace is no orphan: sweep leaves it alone. */
+		remove_owner(l->host_dir);
+		if (!b->spec.keep)
+			remove_tree(l->host_dir);
 		l->owns_dir = false;
 	}
 	return 0;
@@ -511,5 +617,5 @@ const struct sb_backend_ops sb_local_ops = {
 	.symlink = local_symlink,
 	.readlink = local_readlink,
 	.statfs = local_statfs,
-	.sweep = NULL,
+	.sweep = local_sweep,
 };

@@ -335,11 +335,11 @@ int sbfs_mount_run(struct mount_options *o)
 		goto out;
 	}
 	mounted = true;
-	sb_info("sandbox %s (%s) mounted at %s", b->id, b->ops->name, mountpoint);
 	if (b->spec.keep)
 		printf("%s\n", b->id);
 	fflush(stdout);
 	report_ready(0, log_path);
+	sb_info("sandbox %s (%s) mounted at %s", b->id, b->ops->name, mountpoint);
 
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(lc, 0);
