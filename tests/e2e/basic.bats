@@ -303,7 +303,7 @@ teardown() {
 
 @test "the mount root carries the control-socket xattr" {
 	require_cmd getfattr
-	run getfattr --only-values -n user.sbfs.control "$MNT"
+	run getfattr --absolute-names --only-values -n user.sbfs.control "$MNT"
 	assert_status 0
 	[ -n "$output" ]
 	[ -S "$output" ] || fail "xattr value is not a socket: $output"

@@ -17,6 +17,8 @@
 #   setup()    { sbfs_setup; mount_sbfs; }   # sets $T and $MNT
 #   teardown() { sbfs_teardown; }
 
+bats_require_minimum_version 1.5.0
+
 SBFS_REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 SBFS_BUILD=$(cd "${SBFS_BUILD_DIR:-$SBFS_REPO/build}" 2>/dev/null && pwd || echo "${SBFS_BUILD_DIR:-$SBFS_REPO/build}")
 SBFS_TEST_BACKEND=${SBFS_TEST_BACKEND:-local}
