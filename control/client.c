@@ -1,0 +1,392 @@
+#include "client.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "server.h"
+
+void control_mountinfo_unescape(char *s)
+{
+	char *out = s;
+	for (char *p = s; *p;) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' &&
+		    p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
+			*out++ = (char)((p[1] - '0') << 6 | (p[2] - '0') << 3 | (p[3] - '0'));
+			p += 4;
+		} else {
+			*out++ = *p++;
+		}
+	}
+	*out = '\0';
+}
+
+bool control_path_within(const char *dir, const char *path, const char **rest)
+{
+	size_t n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (n == 1 && dir[0] == '/') {
+		*rest = path + (path[0] == '/');
+		return path[0] == '/';
+	}
+	if (strncmp(dir, path, n) != 0 || (path[n] != '\0' && path[n] != '/'))
+		return false;
+	*rest = path + n + (path[n] == '/');
+	return true;
+}
+
+int control_mountinfo_find(FILE *mi, const char *dir, char *out, size_t outlen)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	size_t best = 0;
+	bool found = false;
+	while (getline(&line, &cap, mi) > 0) {
+		/* id parent major:minor root mountpoint opts [optional...] - fstype source superopts */
+		char *save = NULL, *mp = NULL, *fstype = NULL;
+		int i = 0;
+		bool after_sep = false;
+		for (char *tok = strtok_r(line, " \n", &save); tok;
+		     tok = strtok_r(NULL, " \n", &save), i++) {
+			if (i == 4)
+				mp = tok;
+			else if (i > 5 && !after_sep && !strcmp(tok, "-"))
+				after_sep = true;
+			else if (after_sep) {
+				fstype = tok;
+				break;
+			}
+		}
+		if (!mp || !fstype || strcmp(fstype, "fuse.sbfs") != 0)
+			continue;
+		control_mountinfo_unescape(mp);
+		const char *rest;
+		size_t len = strlen(mp);
+		/* >= so that of two mounts on one point the later, visible one wins */
+		if (control_path_within(mp, dir, &rest) && len >= best && len < outlen) {
+			memcpy(out, mp, len + 1);
+			best = len;
+			found = true;
+		}
+	}
+	free(line);
+	return found ? 0 : -1;
+}
+
+static int find_in_mountinfo(const char *dir, char *out, size_t outlen)
+{
+	FILE *mi = fopen("/proc/self/mountinfo", "re");
+	if (!mi)
+		return -1;
+	int rc = control_mountinfo_find(mi, dir, out, outlen);
+	fclose(mi);
+	return rc;
+}
+
+/* Reads the socket path the daemon publishes on its mount root. */
+static int read_socket_xattr(const char *prog, struct control_target *t,
+			     bool known_sbfs, const char *shown, char *err,
+			     size_t errlen)
+{
+	ssize_t n = getxattr(t->mount, SBFS_XATTR_CONTROL, t->socket,
+			     sizeof t->socket - 1);
+	if (n > 0) {
+		t->socket[n] = '\0';
+		return 0;
+	}
+	int e = n == 0 ? ENODATA : errno;
+	if ((e == ENODATA || e == ENOTSUP) && !known_sbfs)
+		snprintf(err, errlen, "%s: %s is not an sbfs mount", prog, shown);
+	else if (e == ENODATA || e == ENOTSUP)
+		snprintf(err, errlen,
+			 "%s: the sbfs mount %s does not say where its daemon listens (is the daemon older than %s?)",
+			 prog, t->mount, prog);
+	else
+		snprintf(err, errlen,
+			 "%s: cannot reach the sbfs daemon for %s: %s (is it still running?)",
+			 prog, t->mount, strerror(e));
+	return -1;
+}
+
+int control_find_mount(const char *prog, const char *explicit_mount,
+		       const char *dir, struct control_target *t, char *err,
+		       size_t errlen)
+{
+	memset(t, 0, sizeof *t);
+	char cwd[PATH_MAX];
+	if (!dir) {
+		if (getcwd(cwd, sizeof cwd))
+			dir = cwd;
+		else if (!explicit_mount) {
+			snprintf(err, errlen, "%s: cannot tell the current directory: %s",
+				 prog, strerror(errno));
+			return -1;
+		}
+	}
+
+	bool known_sbfs;
+	if (explicit_mount) {
+		char real[PATH_MAX];
+		if (!realpath(explicit_mount, real)) {
+			snprintf(err, errlen, "%s: %s: %s", prog, explicit_mount,
+				 strerror(errno));
+			return -1;
+		}
+		/* -m may name a folder inside the mount; its root has the
+		 * xattr. A mount missing from mountinfo (another namespace)
+		 * still works if the folder answers the xattr itself. */
+		known_sbfs = find_in_mountinfo(real, t->mount, sizeof t->mount) == 0;
+		if (!known_sbfs)
+			snprintf(t->mount, sizeof t->mount, "%s", real);
+	} else {
+		if (find_in_mountinfo(dir, t->mount, sizeof t->mount) < 0) {
+			snprintf(err, errlen,
+				 "%s: not inside an sbfs mount (cd into one or %s)", prog,
+				 strcmp(prog, "sbexec") ? "name the mount" : "use -m MOUNT");
+			return -1;
+		}
+		known_sbfs = true;
+	}
+	if (read_socket_xattr(prog, t, known_sbfs,
+			      explicit_mount ? explicit_mount : t->mount, err, errlen) < 0)
+		return -1;
+	const char *rest;
+	if (dir && control_path_within(t->mount, dir, &rest))
+		snprintf(t->rel, sizeof t->rel, "%s", rest);
+	return 0;
+}
+
+int control_connect(const char *prog, const struct control_target *t,
+		    char *err, size_t errlen)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(t->socket) >= sizeof sa.sun_path) {
+		snprintf(err, errlen, "%s: the control socket path %s of %s is too long",
+			 prog, t->socket, t->mount);
+		return -1;
+	}
+	memcpy(sa.sun_path, t->socket, strlen(t->socket) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		snprintf(err, errlen,
+			 "%s: cannot reach the sbfs daemon for %s at %s: %s (is it still running?)",
+			 prog, t->mount, t->socket, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ---- sbfs status|sync|refresh ---- */
+
+static void human_bytes(json_int_t n, char *buf, size_t len)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)n;
+	int u = 0;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%lld B", (long long)n);
+	else
+		snprintf(buf, len, "%.1f %s (%lld bytes)", v, units[u], (long long)n);
+}
+
+static bool is_known_key(const char *k)
+{
+	static const char *const known[] = {
+		"mount", "backend", "sandbox", "workdir", "state", "reason", "calls",
+		"errors", "shell_fallbacks", "bytes_up", "bytes_down",
+		"pending_uploads", NULL};
+	for (size_t i = 0; known[i]; i++)
+		if (!strcmp(k, known[i]))
+			return true;
+	return false;
+}
+
+static void print_value(FILE *out, const char *key, json_t *v)
+{
+	if (json_is_string(v)) {
+		fprintf(out, "%-16s %s\n", key, json_string_value(v));
+	} else if (json_is_array(v)) {
+		fprintf(out, "%-16s %zu\n", key, json_array_size(v));
+		size_t i;
+		json_t *e;
+		json_array_foreach(v, i, e) {
+			if (json_is_string(e))
+				fprintf(out, "  %s\n", json_string_value(e));
+		}
+	} else {
+		char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		fprintf(out, "%-16s %s\n", key, s ? s : "?");
+		free(s);
+	}
+}
+
+static void print_status(FILE *out, json_t *o)
+{
+	const char *str_keys[] = {"mount", "backend", "sandbox", "workdir"};
+	for (size_t i = 0; i < sizeof str_keys / sizeof *str_keys; i++) {
+		const char *v = json_string_value(json_object_get(o, str_keys[i]));
+		if (v)
+			fprintf(out, "%-16s %s\n", str_keys[i], v);
+	}
+	const char *state = json_string_value(json_object_get(o, "state"));
+	const char *reason = json_string_value(json_object_get(o, "reason"));
+	fprintf(out, "%-16s %s%s%s\n", "state", state ? state : "?",
+		reason ? " — " : "", reason ? reason : "");
+
+	json_t *pending = json_object_get(o, "pending_uploads");
+	if (json_is_array(pending)) {
+		if (json_array_size(pending) == 0) {
+			fprintf(out, "%-16s none\n", "pending uploads");
+		} else {
+			fprintf(out, "%-16s %zu\n", "pending uploads", json_array_size(pending));
+			size_t i;
+			json_t *e;
+			json_array_foreach(pending, i, e) {
+				if (json_is_string(e))
+					fprintf(out, "  %s\n", json_string_value(e));
+			}
+		}
+	}
+
+	json_t *calls = json_object_get(o, "calls"), *errors = json_object_get(o, "errors");
+	bool any = false;
+	const char *k;
+	json_t *v;
+	json_object_foreach(calls, k, v) {
+		json_int_t n = json_integer_value(v);
+		json_int_t e = json_integer_value(json_object_get(errors, k));
+		if (!n && !e)
+			continue;
+		if (!any)
+			fprintf(out, "%-16s %10s %8s\n", "calls", "count", "errors");
+		any = true;
+		fprintf(out, "  %-14s %10lld %8lld\n", k, (long long)n, (long long)e);
+	}
+	if (!any)
+		fprintf(out, "%-16s none yet\n", "calls");
+
+	fprintf(out, "%-16s %lld\n", "shell fallbacks",
+		(long long)json_integer_value(json_object_get(o, "shell_fallbacks")));
+	char buf[64];
+	human_bytes(json_integer_value(json_object_get(o, "bytes_up")), buf, sizeof buf);
+	fprintf(out, "%-16s %s\n", "bytes up", buf);
+	human_bytes(json_integer_value(json_object_get(o, "bytes_down")), buf, sizeof buf);
+	fprintf(out, "%-16s %s\n", "bytes down", buf);
+
+	/* Whatever else the fs core reports, shown as is. */
+	json_object_foreach(o, k, v) {
+		if (!is_known_key(k))
+			print_value(out, k, v);
+	}
+}
+
+/* Resolves a refresh path to an absolute physical one even when the file
+ * no longer exists locally (it may be gone from a stale cache). */
+static int resolve_path(const char *path, char *out)
+{
+	if (realpath(path, out))
+		return 0;
+	char *copy = strdup(path);
+	if (!copy)
+		return -1;
+	char *slash = strrchr(copy, '/');
+	const char *base = slash ? slash + 1 : copy;
+	const char *parent = slash ? (slash == copy ? "/" : copy) : ".";
+	if (slash)
+		*slash = '\0';
+	char real[PATH_MAX];
+	int rc = -1;
+	if (*base && strcmp(base, ".") && strcmp(base, "..") && realpath(parent, real)) {
+		int n = snprintf(out, PATH_MAX, "%s%s%s", real,
+				 strcmp(real, "/") ? "/" : "", base);
+		rc = n > 0 && n < PATH_MAX ? 0 : -1;
+	}
+	free(copy);
+	return rc;
+}
+
+int control_client_command(const char *mount, const char *op,
+			   const char *path, bool json, FILE *out)
+{
+	char err[PATH_MAX * 2 + 256];
+	char abspath[PATH_MAX];
+	if (path) {
+		if (resolve_path(path, abspath) < 0) {
+			fprintf(stderr, "sbfs: %s: %s\n", path, strerror(errno));
+			return 1;
+		}
+	}
+	struct control_target t;
+	if (control_find_mount("sbfs", mount, path ? abspath : NULL, &t, err,
+			       sizeof err) < 0) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	const char *rest = "";
+	if (path && !control_path_within(t.mount, abspath, &rest)) {
+		fprintf(stderr, "sbfs: %s is not inside the mount %s\n", path, t.mount);
+		return 1;
+	}
+	int fd = control_connect("sbfs", &t, err, sizeof err);
+	if (fd < 0) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	struct frame_writer w;
+	frame_writer_init(&w, fd);
+	json_t *h = json_pack("{s:s}", "op", op);
+	int rc = h ? frame_write_json(&w, FRAME_HEADER, h) : -ENOMEM;
+	json_decref(h);
+	if (rc == 0 && path)
+		rc = frame_write_str(&w, FRAME_CWD, rest);
+	if (rc == 0)
+		rc = frame_write(&w, FRAME_GO, NULL, 0);
+
+	int status = 1;
+	struct frame f = {0};
+	if (rc == 0)
+		rc = frame_read(fd, &f);
+	if (rc <= 0 || f.type != FRAME_JSON) {
+		fprintf(stderr, "sbfs: the sbfs daemon for %s %s\n", t.mount,
+			rc < 0	 ? "sent a garbled reply (is it a different version?)"
+			: rc == 0 ? "closed the connection without answering"
+				  : "answered with an unexpected message");
+		goto done;
+	}
+	json_error_t jerr;
+	json_t *reply = json_loadb(f.data ? f.data : "", f.len, 0, &jerr);
+	if (!json_is_object(reply)) {
+		fprintf(stderr, "sbfs: the sbfs daemon for %s sent a reply that is not JSON\n",
+			t.mount);
+	} else if (json_object_get(reply, "error")) {
+		fprintf(stderr, "sbfs: %s\n",
+			json_string_value(json_object_get(reply, "error"))
+				? json_string_value(json_object_get(reply, "error"))
+				: "the daemon reported an error");
+	} else {
+		status = 0;
+		if (json)
+			fprintf(out, "%.*s\n", (int)f.len, f.data ? f.data : "");
+		else if (!strcmp(op, "status"))
+			print_status(out, reply);
+	}
+	json_decref(reply);
+done:
+	frame_free(&f);
+	frame_writer_destroy(&w);
+	close(fd);
+	return status;
+}
