@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -115,6 +116,25 @@ static int read_socket_xattr(const char *prog, struct control_target *t,
 	return -1;
 }
 
+/* getcwd, or $PWD when it names the same directory: the kernel's getcwd
+ * fails with ENOENT once a FUSE daemon has invalidated the cwd's dentry,
+ * even though the directory is still there. */
+static int current_dir(char *buf, size_t len)
+{
+	if (getcwd(buf, len))
+		return 0;
+	int e = errno;
+	const char *pwd = getenv("PWD");
+	struct stat a, b;
+	if (pwd && pwd[0] == '/' && strlen(pwd) < len && stat(pwd, &a) == 0 &&
+	    stat(".", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+		memcpy(buf, pwd, strlen(pwd) + 1);
+		return 0;
+	}
+	errno = e;
+	return -1;
+}
+
 int control_find_mount(const char *prog, const char *explicit_mount,
 		       const char *dir, struct control_target *t, char *err,
 		       size_t errlen)
@@ -122,7 +142,7 @@ int control_find_mount(const char *prog, const char *explicit_mount,
 	memset(t, 0, sizeof *t);
 	char cwd[PATH_MAX];
 	if (!dir) {
-		if (getcwd(cwd, sizeof cwd))
+		if (current_dir(cwd, sizeof cwd) == 0)
 			dir = cwd;
 		else if (!explicit_mount) {
 			snprintf(err, errlen, "%s: cannot tell the current directory: %s",
