@@ -14,9 +14,11 @@
 #include <sys/random.h>
 
 extern const struct sb_backend_ops sb_local_ops;
+extern const struct sb_backend_ops sb_docker_ops;
 
 static const struct sb_backend_ops *const all_backends[] = {
 	&sb_local_ops,
+	&sb_docker_ops,
 	NULL,
 };
 

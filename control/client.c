@@ -43,7 +43,9 @@ bool control_path_within(const char *dir, const char *path, const char **rest)
 	return true;
 }
 
-int control_mountinfo_find(FILE *mi, const char *dir, char *out, size_t outlen)
+/* Also gives the mount's source field ("sbfs:NAME") when src is set. */
+static int mountinfo_scan(FILE *mi, const char *dir, char *out, size_t outlen,
+			  char *src, size_t srclen)
 {
 	char *line = NULL;
 	size_t cap = 0;
@@ -51,7 +53,7 @@ int control_mountinfo_find(FILE *mi, const char *dir, char *out, size_t outlen)
 	bool found = false;
 	while (getline(&line, &cap, mi) > 0) {
 		/* id parent major:minor root mountpoint opts [optional...] - fstype source superopts */
-		char *save = NULL, *mp = NULL, *fstype = NULL;
+		char *save = NULL, *mp = NULL, *fstype = NULL, *source = NULL;
 		int i = 0;
 		bool after_sep = false;
 		for (char *tok = strtok_r(line, " \n", &save); tok;
@@ -60,8 +62,10 @@ int control_mountinfo_find(FILE *mi, const char *dir, char *out, size_t outlen)
 				mp = tok;
 			else if (i > 5 && !after_sep && !strcmp(tok, "-"))
 				after_sep = true;
-			else if (after_sep) {
+			else if (after_sep && !fstype)
 				fstype = tok;
+			else if (after_sep) {
+				source = tok;
 				break;
 			}
 		}
@@ -75,18 +79,29 @@ int control_mountinfo_find(FILE *mi, const char *dir, char *out, size_t outlen)
 			memcpy(out, mp, len + 1);
 			best = len;
 			found = true;
+			if (src) {
+				if (source)
+					control_mountinfo_unescape(source);
+				snprintf(src, srclen, "%s", source ? source : "");
+			}
 		}
 	}
 	free(line);
 	return found ? 0 : -1;
 }
 
-static int find_in_mountinfo(const char *dir, char *out, size_t outlen)
+int control_mountinfo_find(FILE *mi, const char *dir, char *out, size_t outlen)
+{
+	return mountinfo_scan(mi, dir, out, outlen, NULL, 0);
+}
+
+static int find_in_mountinfo(const char *dir, char *out, size_t outlen,
+			     char *src, size_t srclen)
 {
 	FILE *mi = fopen("/proc/self/mountinfo", "re");
 	if (!mi)
 		return -1;
-	int rc = control_mountinfo_find(mi, dir, out, outlen);
+	int rc = mountinfo_scan(mi, dir, out, outlen, src, srclen);
 	fclose(mi);
 	return rc;
 }
@@ -135,6 +150,33 @@ static int current_dir(char *buf, size_t len)
 	return -1;
 }
 
+/* When the mount root cannot answer (a daemon whose sandbox died may fail
+ * every fs call with EIO), the socket is found where control_socket_path
+ * puts it, from the name in the mount's source "sbfs:NAME". */
+static bool socket_from_source(const char *source, char *out, size_t len)
+{
+	if (strncmp(source, "sbfs:", 5) != 0 || !source[5] || strchr(source + 5, '/'))
+		return false;
+	const char *name = source + 5;
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	char cand[3][PATH_MAX];
+	int n = 0;
+	if (xdg && xdg[0] == '/')
+		snprintf(cand[n++], PATH_MAX, "%s/sbfs/%s.sock", xdg, name);
+	if (geteuid() == 0)
+		snprintf(cand[n++], PATH_MAX, "/run/sbfs/%s.sock", name);
+	snprintf(cand[n++], PATH_MAX, "/tmp/sbfs-%u/%s.sock", (unsigned)geteuid(), name);
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+		if (stat(cand[i], &st) == 0 && S_ISSOCK(st.st_mode) &&
+		    strlen(cand[i]) < len) {
+			memcpy(out, cand[i], strlen(cand[i]) + 1);
+			return true;
+		}
+	}
+	return false;
+}
+
 int control_find_mount(const char *prog, const char *explicit_mount,
 		       const char *dir, struct control_target *t, char *err,
 		       size_t errlen)
@@ -152,6 +194,7 @@ int control_find_mount(const char *prog, const char *explicit_mount,
 	}
 
 	bool known_sbfs;
+	char source[256] = "";
 	if (explicit_mount) {
 		char real[PATH_MAX];
 		if (!realpath(explicit_mount, real)) {
@@ -162,11 +205,13 @@ int control_find_mount(const char *prog, const char *explicit_mount,
 		/* -m may name a folder inside the mount; its root has the
 		 * xattr. A mount missing from mountinfo (another namespace)
 		 * still works if the folder answers the xattr itself. */
-		known_sbfs = find_in_mountinfo(real, t->mount, sizeof t->mount) == 0;
+		known_sbfs = find_in_mountinfo(real, t->mount, sizeof t->mount, source,
+					       sizeof source) == 0;
 		if (!known_sbfs)
 			snprintf(t->mount, sizeof t->mount, "%s", real);
 	} else {
-		if (find_in_mountinfo(dir, t->mount, sizeof t->mount) < 0) {
+		if (find_in_mountinfo(dir, t->mount, sizeof t->mount, source,
+				      sizeof source) < 0) {
 			snprintf(err, errlen,
 				 "%s: not inside an sbfs mount (cd into one or %s)", prog,
 				 strcmp(prog, "sbexec") ? "name the mount" : "use -m MOUNT");
@@ -175,7 +220,8 @@ int control_find_mount(const char *prog, const char *explicit_mount,
 		known_sbfs = true;
 	}
 	if (read_socket_xattr(prog, t, known_sbfs,
-			      explicit_mount ? explicit_mount : t->mount, err, errlen) < 0)
+			      explicit_mount ? explicit_mount : t->mount, err, errlen) < 0 &&
+	    !(known_sbfs && socket_from_source(source, t->socket, sizeof t->socket)))
 		return -1;
 	const char *rest;
 	if (dir && control_path_within(t->mount, dir, &rest))
