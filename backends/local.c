@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,9 +85,15 @@ static const char *find_tool(const char *name, char *buf, size_t n)
 	return NULL;
 }
 
-static void set_error(struct sb_backend *b, const char *fmt, const char *arg)
+static void set_error(struct sb_backend *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void set_error(struct sb_backend *b, const char *fmt, ...)
 {
-	snprintf(b->error, sizeof(b->error), fmt, arg);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(b->error, sizeof(b->error), fmt, ap);
+	va_end(ap);
 }
 
 /* ---- workspace dir ---- */
@@ -222,34 +229,44 @@ static int local_sweep(const struct sb_spec *spec)
 	return 0;
 }
 
+/* The workspace is <root>/<sandbox name>; the name is the sandbox's id,
+ * and `-o attach=` takes it back (or a path to a workspace directory). */
 static int make_workspace(struct sb_backend *b, struct local *l)
 {
 	const struct sb_spec *spec = &b->spec;
+	const char *root = workspace_root(spec);
 	if (spec->attach_id) {
+		char given[4200];
+		if (strchr(spec->attach_id, '/'))
+			snprintf(given, sizeof given, "%s", spec->attach_id);
+		else
+			snprintf(given, sizeof given, "%s/%s", root, spec->attach_id);
 		struct stat st;
-		if (lstat(spec->attach_id, &st) < 0 || !S_ISDIR(st.st_mode) ||
+		if (lstat(given, &st) < 0 || !S_ISDIR(st.st_mode) ||
 		    st.st_uid != geteuid()) {
-			set_error(b, "attach: '%.300s' is not a workspace directory owned by you",
-				  spec->attach_id);
+			set_error(b, "attach: no workspace '%.300s' of yours under %.300s "
+				  "(give the id that -o keep printed, with the same local_root)",
+				  spec->attach_id, root);
 			return -ENOENT;
 		}
-		if (!realpath(spec->attach_id, l->host_dir)) {
-			set_error(b, "attach: cannot resolve '%.300s'", spec->attach_id);
+		if (!realpath(given, l->host_dir)) {
+			set_error(b, "attach: cannot resolve '%.300s'", given);
 			return -ENOENT;
 		}
 		l->owns_dir = false;
 		return 0;
 	}
-	const char *root = workspace_root(spec);
-	int n = snprintf(l->host_dir, sizeof(l->host_dir), "%s/%s-XXXXXX",
-			 root, spec->name);
-	if (n < 0 || (size_t)n >= sizeof(b->id)) {
+	int n = snprintf(l->host_dir, sizeof(l->host_dir), "%s/%s", root, spec->name);
+	if (n < 0 || (size_t)n >= sizeof(l->host_dir) - 16) {
 		set_error(b, "workspace root path too long: %.300s", root);
 		return -ENAMETOOLONG;
 	}
-	if (!mkdtemp(l->host_dir)) {
-		set_error(b, "cannot create the workspace directory under %.300s", root);
-		return -errno;
+	if (mkdir(l->host_dir, 0700) < 0) {
+		int e = errno;
+		set_error(b, "cannot create the workspace directory %.300s: %s "
+			  "(set -o local_root=DIR to an existing writable directory)",
+			  l->host_dir, strerror(e));
+		return -e;
 	}
 	l->owns_dir = true;
 	write_owner(l->host_dir);
@@ -558,9 +575,9 @@ static int local_create(struct sb_backend *b, const struct sb_spec *spec)
 		return rc;
 	}
 	/* the id is what `-o attach=` takes back */
-	size_t idlen = strnlen(l->host_dir, sizeof(b->id) - 1);
-	memcpy(b->id, l->host_dir, idlen);
-	b->id[idlen] = '\0';
+	const char *base = strrchr(l->host_dir, '/');
+	snprintf(b->id, sizeof(b->id), "%.*s", (int)sizeof(b->id) - 1,
+		 base ? base + 1 : l->host_dir);
 	return 0;
 }
 

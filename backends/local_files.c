@@ -86,9 +86,10 @@ static int locate(struct sb_backend *b, const char *path, struct loc *lc)
 	const char *name = slash ? slash + 1 : buf;
 	if (!*name)
 		name = "."; /* the workspace root itself */
-	if (strlen(name) > 255)
+	size_t namelen = strlen(name);
+	if (namelen >= sizeof(lc->name))
 		return -ENAMETOOLONG;
-	snprintf(lc->name, sizeof(lc->name), "%s", name);
+	memcpy(lc->name, name, namelen + 1);
 	if (slash)
 		*slash = '\0';
 	else

@@ -518,7 +518,8 @@ int shell_list_dir(struct sb_backend *b, const char *path,
 		"printf '%s\\n' $#\n"
 		"[ $# = 0 ] && exit 0\n"
 		"printf '%s\\0' \"$@\"\n"
-		"printf '%s\\0' \"$@\" | xargs -0 stat -c '" STAT_FMT "' -- || exit 107\n"
+		/* ./ keeps a file named "-" from meaning stdin to GNU stat */
+		"printf './%s\\0' \"$@\" | xargs -0 stat -c '" STAT_FMT "' -- || exit 107\n"
 		"for f do if [ -L \"$f\" ]; then " READ_LINK_INTO_T
 		"printf '%s\\0' \"$t\"; fi; done\n";
 	const char *args[] = {path, NULL};

@@ -234,10 +234,6 @@ int mount_options_parse(int argc, char **argv, struct mount_options *o,
 	sb_spec_init(&o->spec);
 	o->attr_timeout = 5;
 	o->dir_timeout = 5;
-	const char *env_backend = getenv("SBFS_BACKEND");
-	o->backend = sb_backend_find(env_backend && *env_backend ? env_backend : "local");
-	if (!o->backend)
-		return fail(err, errlen, "SBFS_BACKEND names an unknown backend '%s'", env_backend);
 
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
@@ -270,6 +266,14 @@ int mount_options_parse(int argc, char **argv, struct mount_options *o,
 	}
 	if (!o->mountpoint)
 		return fail(err, errlen, "no mountpoint given (usage: sbfs [-o OPTIONS] MOUNTPOINT)");
+	if (!o->backend) {
+		/* -o backend= wins over the environment */
+		const char *env = getenv("SBFS_BACKEND");
+		o->backend = sb_backend_find(env && *env ? env : "local");
+		if (!o->backend)
+			return fail(err, errlen,
+				    "SBFS_BACKEND names an unknown backend '%s' (see sbfs --help)", env);
+	}
 	if (o->spec.attach_id)
 		o->spec.keep = true; /* an attached sandbox is not ours to destroy */
 	return 0;

@@ -29,6 +29,7 @@ struct fs {
 	uid_t uid;            /* everything shows as owned by the mounting user */
 	gid_t gid;
 	struct fuse_session *se;
+	bool se_expire_only;  /* the kernel can expire a dentry without dropping it */
 };
 
 int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg);

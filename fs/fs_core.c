@@ -238,6 +238,7 @@ int fs_flush_all(struct fs *fs, char *msg, size_t msglen)
 struct inval {
 	uint64_t ino, parent;
 	char *name;
+	bool is_dir;
 };
 
 struct inval_list {
@@ -265,9 +266,25 @@ static void collect_inval(struct node *n, void *arg)
 	e->ino = n->ino;
 	e->parent = n->parent ? n->parent->ino : 0;
 	e->name = n->parent ? strdup(n->name) : NULL;
+	e->is_dir = S_ISDIR(n->st.st_mode);
 	if (n->parent && !e->name)
 		return;
 	l->n++;
+}
+
+/* Makes the kernel ask again about one cached name. Expiring keeps the
+ * dentry: invalidating a directory's would cut it loose from processes
+ * whose cwd it is (getcwd then fails), so without expire support only
+ * files lose theirs. */
+static void notify_entry(struct fs *fs, const struct inval *e)
+{
+	size_t len = strlen(e->name);
+	if (fs->se_expire_only &&
+	    fuse_lowlevel_notify_expire_entry(fs->se, e->parent, e->name, len,
+					      FUSE_LL_EXPIRE_ONLY) == 0)
+		return;
+	if (!e->is_dir)
+		fuse_lowlevel_notify_inval_entry(fs->se, e->parent, e->name, len);
 }
 
 static struct node *node_at(struct fs *fs, const char *relpath)
@@ -303,9 +320,7 @@ void fs_invalidate(struct fs *fs, const char *relpath)
 	for (size_t i = 0; fs->se && i < l.n; i++) {
 		fuse_lowlevel_notify_inval_inode(fs->se, l.v[i].ino, 0, 0);
 		if (l.v[i].name)
-			fuse_lowlevel_notify_inval_entry(fs->se, l.v[i].parent,
-							 l.v[i].name,
-							 strlen(l.v[i].name));
+			notify_entry(fs, &l.v[i]);
 	}
 	for (size_t i = 0; i < l.n; i++)
 		free(l.v[i].name);

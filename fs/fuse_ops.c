@@ -129,7 +129,8 @@ static struct node *refresh_attr(struct fs *fs, struct node *parent,
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct fs *fs = userdata;
+	fs->se_expire_only = conn->capable & FUSE_CAP_EXPIRE_ONLY;
 	conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
@@ -216,6 +217,18 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	(void)fi;
 	struct fs *fs = req_fs(req);
+	if (ino == NODE_ROOT_INO && sb_backend_is_dead(fs->b)) {
+		/* The root stays reachable so sbexec and `sbfs status` can
+		 * find the daemon and say why everything else fails. */
+		struct stat st;
+		pthread_mutex_lock(&fs->t.lock);
+		fs_node_stat(fs->t.root, &st);
+		pthread_mutex_unlock(&fs->t.lock);
+		st.st_uid = fs->uid;
+		st.st_gid = fs->gid;
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
 	if (dead(fs, req))
 		return;
 	struct stat st;
