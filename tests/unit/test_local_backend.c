@@ -209,8 +209,9 @@ int main(void)
 	CHECK(b != NULL);
 	if (!b)
 		return unit_done("local_backend");
-	char ws[300];
-	snprintf(ws, sizeof(ws), "%s", b->id);
+	/* the id is the sandbox name; its workspace is <local_root>/<id> */
+	char ws[600];
+	snprintf(ws, sizeof(ws), "%s/%s", root, b->id);
 	struct out2 o;
 	struct sb_exec_result res;
 	CHECK_INT(run(b, &o, 30, &res, "echo out; echo err >&2; exit 3"), 0);
@@ -257,16 +258,16 @@ int main(void)
 	struct sb_backend *s = make(root, true);
 	CHECK(s != NULL);
 	if (s) {
-		file_ops(s, s->id);
+		char sws[600];
+		snprintf(sws, sizeof(sws), "%s/%s", root, s->id);
+		file_ops(s, sws);
 		CHECK(atomic_load(&s->counters.shell_fallbacks) > 20);
-		char sws[300];
-		snprintf(sws, sizeof(sws), "%s", s->id);
 		CHECK_INT(sb_backend_destroy(s), 0);
 		CHECK(access(sws, F_OK) != 0);
 	}
 
 	/* killed from outside: calls fail fast, exec in flight returns */
-	char pidfile[400];
+	char pidfile[700];
 	snprintf(pidfile, sizeof(pidfile), "%s/box", ws);
 	pid_t box = 0;
 	{
