@@ -14,11 +14,13 @@
 #include <sys/random.h>
 
 extern const struct sb_backend_ops sb_local_ops;
+extern const struct sb_backend_ops sb_modal_ops;
 extern const struct sb_backend_ops sb_docker_ops;
 
 static const struct sb_backend_ops *const all_backends[] = {
 	&sb_local_ops,
 	&sb_docker_ops,
+	&sb_modal_ops,
 	NULL,
 };
 

@@ -347,7 +347,6 @@ struct grpc_channel *grpc_channel_new(const char *url, bool allow_plaintext,
 		curl_share_setopt(ch->share, CURLSHOPT_USERDATA, ch);
 		curl_share_setopt(ch->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
 		curl_share_setopt(ch->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-		curl_share_setopt(ch->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
 	}
 	return ch;
 }
@@ -499,12 +498,13 @@ struct grpc_call *grpc_call_new(struct grpc_channel *ch, const char *method,
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 10L);
 	curl_easy_setopt(e, CURLOPT_UPKEEP_INTERVAL_MS, 30000L);
-	curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
 	if (timeout_s > 0)
 		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000) + 1);
 	if (ch->share)
 		curl_easy_setopt(e, CURLOPT_SHARE, ch->share);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, c);
+	if (getenv("SBFS_CURL_VERBOSE")) /* debugging aid: curl's trace on stderr */
+		curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
 	return c;
 }
 

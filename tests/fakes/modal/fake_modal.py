@@ -1,0 +1,635 @@
+#!/usr/bin/python3
+"""A fake Modal for sbfs tests, written from ../../../../shared/protocols
+modal.md: the control plane (modal.client.ModalClient) and the task command
+router (modal.task_command_router.TaskCommandRouter) on one plaintext HTTP/2
+gRPC listener on 127.0.0.1, served by grpcio with generic raw-bytes handlers
+and our own protobuf codec (pb.py). Sandboxes are directories; commands run
+as local processes under bubblewrap with the sandbox's directory bound at its
+workdir, and a stand-in modal-sandbox-fs-tools (fs_tools.py).
+
+Faults come from a JSON object in FAKE_MODAL_FAULTS at start, or in the file
+STATE/faults.json (re-read on every call), e.g.
+  {"trailers_only": {"method": "AppGetOrCreate", "code": 8, "message": "quota"},
+   "unavailable": {"method": "SandboxCreate", "count": 2},
+   "throttle": {"method": "AppGetOrCreate", "count": 1, "retry_after": 0.3},
+   "drop_stream": {"count": 2},
+   "expire_jwt": {"count": 1},
+   "terminate_on_exec": {"match": "sleep", "after": 1.0},
+   "client_too_old": true}
+Counts are consumed; STATE/calls.log records one line per call:
+  METHOD idempotency-key retry-attempt
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+
+import grpc
+
+import pb
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FS_TOOLS = os.path.join(HERE, "fs_tools.py")
+API = "modal.client.ModalClient"
+ROUTER = "modal.task_command_router.TaskCommandRouter"
+TOKEN_ID = os.environ.get("FAKE_MODAL_TOKEN_ID", "ak-fake")
+TOKEN_SECRET = os.environ.get("FAKE_MODAL_TOKEN_SECRET", "as-fake")
+STATE = os.environ.get("FAKE_MODAL_STATE", "/tmp/fake-modal")
+TASK_POLLS = 2  # SandboxGetTaskId answers empty this many times first
+
+GS_SUCCESS, GS_FAILURE, GS_TERMINATED, GS_TIMEOUT = 1, 2, 3, 4
+
+LOCK = threading.RLock()
+COND = threading.Condition(LOCK)
+FAULTS = json.loads(os.environ.get("FAKE_MODAL_FAULTS") or "{}")
+URL = ""
+
+
+def rid(prefix, n=22):
+    return prefix + "".join(random.choice(string.ascii_letters + string.digits) for _ in range(n))
+
+
+class Abort(Exception):
+    def __init__(self, code, message, details=None):
+        self.code, self.message, self.details = code, message, details
+
+
+# ---------------------------------------------------------------- state
+
+class Exec:
+    def __init__(self, sb, exec_id, argv, env, workdir, timeout):
+        self.sb = sb
+        self.id = exec_id
+        self.argv = argv
+        self.out = [bytearray(), bytearray()]
+        self.eof = [False, False]
+        self.code = None
+        self.signal = None
+        self.stdin_off = 0
+        self.stdin_closed = False
+        self.proc = None
+        self.start(env, workdir, timeout)
+
+    def start(self, env, workdir, timeout):
+        cmd = self.sb.bwrap(workdir, env) + ["/usr/bin/env", "--"] + self.argv
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        for i, f in enumerate((self.proc.stdout, self.proc.stderr)):
+            threading.Thread(target=self.pump, args=(i, f), daemon=True).start()
+        threading.Thread(target=self.reap, daemon=True).start()
+        if timeout:
+            t = threading.Timer(timeout, self.kill)
+            t.daemon = True
+            t.start()
+
+    def pump(self, i, f):
+        while True:
+            b = os.read(f.fileno(), 65536)
+            with COND:
+                if not b:
+                    self.eof[i] = True
+                    COND.notify_all()
+                    return
+                self.out[i] += b
+                COND.notify_all()
+
+    def reap(self):
+        rc = self.proc.wait()
+        with COND:
+            if rc < 0:
+                self.signal = -rc
+            else:
+                self.code = rc
+            COND.notify_all()
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def done(self):
+        return self.code is not None or self.signal is not None
+
+
+class Sandbox:
+    def __init__(self, app_id, d, tags):
+        self.id = rid("sb-")
+        self.app_id = app_id
+        self.task_id = rid("ta-")
+        self.name = d.str(30) if d.has(30) else ""
+        self.workdir = d.str(8) if d.has(8) else "/"
+        self.timeout = d.int(7) or 300
+        self.idle = d.int(33) if d.has(33) else None
+        net = d.msg(22)
+        self.network = net.int(1) if net else 0
+        self.domains = net.strs(3) if net else []
+        self.tags = tags
+        self.created = time.time()
+        self.result = None
+        self.polls = 0
+        self.execs = {}
+        self.jwt = rid("jwt-", 32)
+        self.root = os.path.join(STATE, "sandboxes", self.id)
+        for sub in ("workspace", "tmp", "root"):
+            os.makedirs(os.path.join(self.root, sub))
+        t = threading.Timer(self.timeout, self.terminate, args=(GS_TIMEOUT,))
+        t.daemon = True
+        t.start()
+
+    def bwrap(self, workdir, env):
+        a = ["bwrap", "--die-with-parent", "--new-session",
+             "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+        for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+            if os.path.islink(d):
+                a += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                a += ["--ro-bind", d, d]
+        a += ["--proc", "/proc", "--dev", "/dev",
+              "--bind", os.path.join(self.root, "tmp"), "/tmp",
+              "--bind", os.path.join(self.root, "root"), "/root",
+              "--bind", os.path.join(self.root, "workspace"), self.workdir,
+              "--ro-bind", FS_TOOLS, "/__modal/.bin/modal-sandbox-fs-tools"]
+        if self.network == 2 or self.network == 3:
+            a += ["--unshare-net"]
+        a += ["--chdir", workdir, "--clearenv",
+              "--setenv", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+              "--setenv", "HOME", "/root"]
+        for k, v in env.items():
+            a += ["--setenv", k, v]
+        return a + ["--"]
+
+    def terminate(self, status=GS_TERMINATED):
+        with COND:
+            if self.result is not None:
+                return
+            self.result = status
+            for e in self.execs.values():
+                e.kill()
+            COND.notify_all()
+
+
+APPS = {}        # (env, name) -> app id
+IMAGES = {}      # image id -> {"tag":..., "built": bool, "joins": int}
+IMAGE_BY_TAG = {}
+SANDBOXES = {}   # id -> Sandbox
+TASKS = {}       # task id -> Sandbox
+
+
+# ---------------------------------------------------------------- faults
+
+def faults():
+    path = os.path.join(STATE, "faults.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return FAULTS
+
+
+def save_faults(fs):
+    global FAULTS
+    path = os.path.join(STATE, "faults.json")
+    if os.path.exists(path):
+        with open(path + ".tmp", "w") as f:
+            json.dump(fs, f)
+        os.replace(path + ".tmp", path)
+    else:
+        FAULTS = fs
+
+
+def take(name, method=None):
+    """Consumes one count of fault `name` (for `method` if it names one)."""
+    with LOCK:
+        fs = faults()
+        f = fs.get(name)
+        if not f:
+            return None
+        if method and f.get("method") not in (None, method):
+            return None
+        if "count" in f:
+            if f["count"] <= 0:
+                return None
+            f["count"] -= 1
+            save_faults(fs)
+        return f
+
+
+def retry_policy_details(secs):
+    policy = pb.f_float(1, secs)
+    anyv = pb.f_str(1, "type.modal.com/modal.client.RPCRetryPolicy") + pb.f_bytes(2, policy)
+    return pb.f_varint(1, 8) + pb.f_str(2, "slow down") + pb.f_bytes(3, anyv)
+
+
+def md(ctx):
+    return {k: v for k, v in ctx.invocation_metadata()}
+
+
+def log_call(method, m):
+    with open(os.path.join(STATE, "calls.log"), "a") as f:
+        f.write("%s %s %s\n" % (method, m.get("x-idempotency-key", "-"),
+                                m.get("x-retry-attempt", "-")))
+
+
+def common_faults(method):
+    if faults().get("client_too_old") and method.startswith(API):
+        raise Abort(grpc.StatusCode.FAILED_PRECONDITION,
+                    "The client version (1.0.0) is too old. Please update to the latest package.")
+    short = method.rsplit("/", 1)[-1]
+    f = take("trailers_only", short)
+    if f:
+        raise Abort(grpc.StatusCode(code_of(f.get("code", 8))), f.get("message", "injected"))
+    f = take("unavailable", short)
+    if f:
+        raise Abort(grpc.StatusCode.UNAVAILABLE, "injected unavailable")
+    f = take("throttle", short)
+    if f:
+        raise Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "throttled",
+                    retry_policy_details(f.get("retry_after", 0.2)))
+
+
+def code_of(n):
+    for c in grpc.StatusCode:
+        if c.value[0] == n:
+            return c.value
+    return grpc.StatusCode.UNKNOWN.value
+
+
+def check_api_auth(ctx, m):
+    if not m.get("x-modal-client-type") or not m.get("x-modal-client-version"):
+        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "missing client type/version")
+    if m.get("x-modal-token-id") != TOKEN_ID or m.get("x-modal-token-secret") != TOKEN_SECRET:
+        raise Abort(grpc.StatusCode.UNAUTHENTICATED, "Token ID is malformed or invalid")
+
+
+def router_sandbox(ctx, m, task_id):
+    sb = TASKS.get(task_id)
+    if not sb or sb.result is not None:
+        raise Abort(grpc.StatusCode.NOT_FOUND, "task %s not found" % task_id)
+    if take("expire_jwt"):
+        sb.jwt = rid("jwt-", 32)
+    if m.get("authorization") != "Bearer " + sb.jwt:
+        raise Abort(grpc.StatusCode.UNAUTHENTICATED, "invalid or expired router token")
+    return sb
+
+
+# ---------------------------------------------------------------- control plane
+
+def AppGetOrCreate(req, ctx):
+    name, env, how = req.str(1), req.str(2), req.int(3)
+    with LOCK:
+        if (env, name) not in APPS:
+            if how == 0:
+                raise Abort(grpc.StatusCode.NOT_FOUND, "App '%s' not found" % name)
+            APPS[(env, name)] = rid("ap-")
+        return pb.f_str(1, APPS[(env, name)])
+
+
+def EnvironmentGetOrCreate(req, ctx):
+    settings = pb.f_str(1, "2024.10")
+    meta = pb.f_bytes(2, settings)
+    return pb.f_str(1, "en-fake") + pb.f_bytes(2, meta)
+
+
+def ImageGetOrCreate(req, ctx):
+    img = req.msg(2)
+    cmds = img.strs(6) if img else []
+    if not cmds or not cmds[0].startswith("FROM "):
+        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "expected dockerfile_commands [FROM tag]")
+    if not req.str(4):
+        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "missing app_id")
+    tag = cmds[0][5:]
+    with LOCK:
+        iid = IMAGE_BY_TAG.get(tag)
+        if not iid:
+            iid = rid("im-")
+            IMAGE_BY_TAG[tag] = iid
+            IMAGES[iid] = {"tag": tag, "built": False, "joins": 0}
+        im = IMAGES[iid]
+        out = pb.f_str(1, iid)
+        if im["built"]:
+            out += pb.f_bytes(2, image_result(im))
+        return out
+
+
+def image_result(im):
+    if im["tag"].startswith("bad"):
+        return pb.f_varint(1, GS_FAILURE) + pb.f_str(2, "manifest for %s not found" % im["tag"])
+    return pb.f_varint(1, GS_SUCCESS)
+
+
+def ImageJoinStreaming(req, ctx):
+    iid = req.str(1)
+    with LOCK:
+        im = IMAGES.get(iid)
+        if not im:
+            raise Abort(grpc.StatusCode.NOT_FOUND, "image not found")
+        im["joins"] += 1
+        first = im["joins"] == 1
+    logs = pb.f_bytes(2, pb.f_str(1, "Building image %s\n" % im["tag"]))
+    yield logs + pb.f_str(3, "1-%d" % im["joins"])
+    if first and req.str(3) == "":
+        return  # end without a result: the client must resume
+    im["built"] = True
+    yield pb.f_bytes(1, image_result(im)) + pb.f_str(3, "2-0") + pb.f_varint(4, 1)
+
+
+def SandboxCreate(req, ctx):
+    app_id = req.str(1)
+    d = req.msg(2)
+    if app_id not in APPS.values():
+        raise Abort(grpc.StatusCode.NOT_FOUND, "app not found")
+    if d is None:
+        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "missing definition")
+    iid = d.str(3)
+    if iid not in IMAGES or not IMAGES[iid]["built"]:
+        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, "Could not find image with ID %s" % iid)
+    if d.has(8) and not d.str(8).startswith("/"):
+        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "workdir must be absolute")
+    if not d.has(22) or not d.has(20):
+        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "network_access and open_ports are required")
+    tags = {t.str(1): t.str(2) for t in req.msgs(4)}
+    with LOCK:
+        name = d.str(30) if d.has(30) else ""
+        for sb in SANDBOXES.values():
+            if name and sb.app_id == app_id and sb.name == name and sb.result is None:
+                raise Abort(grpc.StatusCode.ALREADY_EXISTS, "a sandbox named %s exists" % name)
+        sb = Sandbox(app_id, d, tags)
+        SANDBOXES[sb.id] = sb
+        TASKS[sb.task_id] = sb
+        with open(os.path.join(sb.root, "definition.json"), "w") as f:
+            json.dump({"workdir": sb.workdir, "timeout": sb.timeout, "idle": sb.idle,
+                       "network": sb.network, "domains": sb.domains, "tags": tags,
+                       "name": sb.name, "resources": resources(d)}, f)
+    return pb.f_str(1, sb.id)
+
+
+def resources(d):
+    r = d.msg(5)
+    if not r:
+        return {}
+    g = r.msg(4)
+    return {"memory_mb": r.int(2), "milli_cpu": r.int(3),
+            "gpu": g.str(4) if g else "", "gpu_count": g.int(2) if g else 0}
+
+
+def get_sb(sid):
+    sb = SANDBOXES.get(sid)
+    if not sb:
+        raise Abort(grpc.StatusCode.NOT_FOUND, "sandbox %s not found" % sid)
+    return sb
+
+
+def SandboxGetTaskId(req, ctx):
+    with LOCK:
+        sb = get_sb(req.str(1))
+        if sb.result is not None:
+            return pb.f_bytes(2, pb.f_varint(1, sb.result) + pb.f_str(2, "Sandbox already finished"))
+        sb.polls += 1
+        if sb.polls <= TASK_POLLS:
+            return b""
+        return pb.f_str(1, sb.task_id)
+
+
+def TaskGetCommandRouterAccess(req, ctx):
+    with LOCK:
+        sb = TASKS.get(req.str(1))
+        if not sb or sb.result is not None:
+            raise Abort(grpc.StatusCode.NOT_FOUND, "task not found")
+        return pb.f_str(1, sb.jwt) + pb.f_str(2, URL)
+
+
+def SandboxTerminate(req, ctx):
+    sb = get_sb(req.str(1))
+    sb.terminate()
+    return pb.f_bytes(1, pb.f_varint(1, sb.result))
+
+
+def SandboxWait(req, ctx):
+    sb = get_sb(req.str(1))
+    end = time.time() + min(req.float(2), 50)
+    with COND:
+        while sb.result is None and time.time() < end and ctx.is_active():
+            COND.wait(min(0.5, max(end - time.time(), 0.01)))
+        if sb.result is None:
+            return b""
+        return pb.f_bytes(1, pb.f_varint(1, sb.result))
+
+
+def SandboxList(req, ctx):
+    before = req.double(2)
+    want = {t.str(1): t.str(2) for t in req.msgs(5)}
+    with LOCK:
+        sbs = [s for s in SANDBOXES.values()
+               if s.result is None and (not before or s.created < before)
+               and all(s.tags.get(k) == v for k, v in want.items())]
+    sbs.sort(key=lambda s: -s.created)
+    out = b""
+    for s in sbs[:2]:  # small pages, so clients must page
+        tags = b"".join(pb.f_bytes(6, pb.f_str(1, k) + pb.f_str(2, v)) for k, v in s.tags.items())
+        out += pb.f_bytes(1, pb.f_str(1, s.id) + pb.f_double(3, s.created) + tags + pb.f_str(5, s.app_id))
+    return out
+
+
+# ---------------------------------------------------------------- router
+
+def TaskExecStart(req, ctx, m):
+    sb = router_sandbox(ctx, m, req.str(1))
+    exec_id = req.str(2)
+    argv = req.strs(3)
+    if req.int(4) != 1 or req.int(5) != 1:
+        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "sbfs always pipes stdout and stderr")
+    if not argv:
+        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "empty command")
+    with LOCK:
+        if exec_id in sb.execs:
+            return b""  # idempotent by exec id
+        workdir = req.str(7) if req.has(7) else sb.workdir
+        timeout = req.int(6) if req.has(6) else None
+        sb.execs[exec_id] = Exec(sb, exec_id, argv, req.map(12), workdir, timeout)
+    f = faults().get("terminate_on_exec")
+    if f and f.get("match") in argv and take("terminate_on_exec"):
+        t = threading.Timer(f.get("after", 1.0), sb.terminate)
+        t.daemon = True
+        t.start()
+    return b""
+
+
+def get_exec(sb, exec_id):
+    e = sb.execs.get(exec_id)
+    if not e:
+        raise Abort(grpc.StatusCode.NOT_FOUND, "exec %s not found" % exec_id)
+    return e
+
+
+def TaskExecStdioRead(req, ctx, m):
+    sb = router_sandbox(ctx, m, req.str(1))
+    e = get_exec(sb, req.str(2))
+    off = req.int(3)
+    fd = req.int(4)
+    if fd not in (0, 1):
+        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "bad file descriptor")
+    drop = take("drop_stream")
+    sent = 0
+    while True:
+        with COND:
+            while (len(e.out[fd]) <= off and not e.eof[fd] and sb.result is None
+                   and ctx.is_active()):
+                COND.wait(0.5)
+            if sb.result is not None:
+                raise Abort(grpc.StatusCode.NOT_FOUND, "task finished")
+            if not ctx.is_active():
+                return
+            chunk = bytes(e.out[fd][off:off + 65536])
+            at_eof = e.eof[fd] and off + len(chunk) >= len(e.out[fd])
+        if chunk:
+            if drop and sent:
+                # drop mid-stream after at least one chunk: resume by offset
+                raise Abort(grpc.StatusCode.UNAVAILABLE, "injected stream drop")
+            if drop:
+                chunk = chunk[:max(1, len(chunk) // 2)]
+            off += len(chunk)
+            sent += 1
+            yield pb.f_bytes(1, chunk)
+            continue
+        if at_eof:
+            return
+
+
+def TaskExecWait(req, ctx, m):
+    sb = router_sandbox(ctx, m, req.str(1))
+    e = get_exec(sb, req.str(2))
+    end = time.time() + max(min((ctx.time_remaining() or 55) - 1, 55), 0.1)
+    with COND:
+        while not e.done() and sb.result is None and time.time() < end and ctx.is_active():
+            COND.wait(0.5)
+        if sb.result is not None:
+            raise Abort(grpc.StatusCode.NOT_FOUND, "task finished")
+        if e.signal is not None:
+            return pb.f_varint_always(2, e.signal)
+        if e.code is not None:
+            return pb.f_varint_always(1, e.code)
+        return b""
+
+
+def TaskExecStdinWrite(req, ctx, m):
+    sb = router_sandbox(ctx, m, req.str(1))
+    e = get_exec(sb, req.str(2))
+    off, data, eof = req.int(3), req.bytes(4), bool(req.int(5))
+    with LOCK:
+        if e.stdin_closed:
+            if eof and not data:
+                return b""  # duplicate EOF is ignored
+            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, "stdin closed")
+        if off != e.stdin_off:
+            raise Abort(grpc.StatusCode.FAILED_PRECONDITION,
+                        "offset %d, expected %d" % (off, e.stdin_off))
+        if e.done() and data:
+            raise Abort(grpc.StatusCode.FAILED_PRECONDITION, "process exited")
+    try:
+        if data:
+            e.proc.stdin.write(data)
+            e.proc.stdin.flush()
+        if eof:
+            e.proc.stdin.close()
+    except (BrokenPipeError, ValueError, OSError):
+        with LOCK:
+            e.stdin_closed = True
+        raise Abort(grpc.StatusCode.FAILED_PRECONDITION, "process exited")
+    with LOCK:
+        e.stdin_off += len(data)
+        e.stdin_closed = e.stdin_closed or eof
+    return b""
+
+
+def TaskExecPoll(req, ctx, m):
+    sb = router_sandbox(ctx, m, req.str(1))
+    e = get_exec(sb, req.str(2))
+    if e.signal is not None:
+        return pb.f_varint_always(2, e.signal)
+    if e.code is not None:
+        return pb.f_varint_always(1, e.code)
+    return b""
+
+
+# ---------------------------------------------------------------- wiring
+
+def wrap(method, fn, router, stream):
+    full = "/%s/%s" % (ROUTER if router else API, method)
+
+    def run(raw, ctx):
+        m = md(ctx)
+        log_call(method, m)
+        common_faults(full)
+        req = pb.Msg(raw)
+        if router:
+            return fn(req, ctx, m)
+        check_api_auth(ctx, m)
+        return fn(req, ctx)
+
+    def abort(ctx, a):
+        if a.details is not None:
+            ctx.set_trailing_metadata((("grpc-status-details-bin", a.details),))
+        ctx.abort(a.code, a.message)
+
+    if stream:
+        def handler(raw, ctx):
+            try:
+                yield from run(raw, ctx)
+            except Abort as a:
+                abort(ctx, a)
+        return grpc.unary_stream_rpc_method_handler(handler)
+
+    def handler(raw, ctx):
+        try:
+            return run(raw, ctx)
+        except Abort as a:
+            abort(ctx, a)
+    return grpc.unary_unary_rpc_method_handler(handler)
+
+
+def main():
+    global URL
+    os.makedirs(os.path.join(STATE, "sandboxes"), exist_ok=True)
+    api = {n: wrap(n, f, False, n == "ImageJoinStreaming") for n, f in [
+        ("AppGetOrCreate", AppGetOrCreate), ("EnvironmentGetOrCreate", EnvironmentGetOrCreate),
+        ("ImageGetOrCreate", ImageGetOrCreate), ("ImageJoinStreaming", ImageJoinStreaming),
+        ("SandboxCreate", SandboxCreate), ("SandboxGetTaskId", SandboxGetTaskId),
+        ("TaskGetCommandRouterAccess", TaskGetCommandRouterAccess),
+        ("SandboxTerminate", SandboxTerminate), ("SandboxWait", SandboxWait),
+        ("SandboxList", SandboxList)]}
+    router = {n: wrap(n, f, True, n == "TaskExecStdioRead") for n, f in [
+        ("TaskExecStart", TaskExecStart), ("TaskExecStdioRead", TaskExecStdioRead),
+        ("TaskExecWait", TaskExecWait), ("TaskExecStdinWrite", TaskExecStdinWrite),
+        ("TaskExecPoll", TaskExecPoll)]}
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=256),
+                         options=[("grpc.max_receive_message_length", 100 << 20),
+                                  ("grpc.max_send_message_length", 100 << 20)])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(API, api),
+                                     grpc.method_handlers_generic_handler(ROUTER, router)))
+    port = server.add_insecure_port("127.0.0.1:%s" % os.environ.get("FAKE_MODAL_PORT", "0"))
+    URL = "http://127.0.0.1:%d" % port
+    server.start()
+    with open(os.path.join(STATE, "url"), "w") as f:
+        f.write(URL + "\n")
+    print(URL, flush=True)
+
+    def stop(*_):
+        for sb in list(SANDBOXES.values()):
+            sb.terminate()
+        server.stop(0)
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    main()
