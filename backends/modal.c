@@ -475,6 +475,50 @@ static int task_wait(struct sb_backend *b, struct modal *m)
 	return -ETIMEDOUT;
 }
 
+/* V1 sandbox ids are sb- and 22 alphanumerics; anything else is taken as
+ * a sandbox name in the app (SandboxGetFromName). */
+static bool is_sandbox_id(const char *s)
+{
+	if (strncmp(s, "sb-", 3) != 0 || strlen(s) != 25)
+		return false;
+	for (const char *p = s + 3; *p; p++)
+		if (!isalnum((unsigned char)*p))
+			return false;
+	return true;
+}
+
+static int resolve_attach(struct sb_backend *b, struct modal *m, const char *id)
+{
+	if (is_sandbox_id(id)) {
+		snprintf(m->sandbox_id, sizeof(m->sandbox_id), "%s", id);
+		return 0;
+	}
+	const char *app = sb_spec_option(&b->spec, "app");
+	struct pb_buf req = {0}, resp = {0};
+	pb_string(&req, 1, id);
+	pb_string(&req, 2, m->cfg.environment);
+	pb_string(&req, 3, app && *app ? app : DEFAULT_APP);
+	struct grpc_status st;
+	int code = modal_api(m, "SandboxGetFromName", &req, &resp, 30, &st);
+	pb_buf_free(&req);
+	if (code == GRPC_OK) {
+		struct pb_reader r = pb_reader(resp.data, resp.len);
+		struct pb_field f;
+		while (pb_next(&r, &f) == 1)
+			if (f.num == 1 && f.wt == PB_LEN)
+				pb_strcpy(&f, m->sandbox_id, sizeof(m->sandbox_id));
+	}
+	pb_buf_free(&resp);
+	if (code == GRPC_NOT_FOUND) {
+		snprintf(b->error, sizeof(b->error), "attach: no running Modal sandbox named '%.200s' in app '%s'",
+			 id, app && *app ? app : DEFAULT_APP);
+		return -ENOENT;
+	}
+	if (code != GRPC_OK)
+		return fail_create(b, "sandbox lookup", &st);
+	return m->sandbox_id[0] ? 0 : -ENOENT;
+}
+
 static int terminate(struct modal *m, const char *sandbox_id, struct grpc_status *st)
 {
 	struct pb_buf req = {0}, resp = {0};
@@ -515,7 +559,9 @@ static int modal_create(struct sb_backend *b, const struct sb_spec *spec)
 	if (rc < 0)
 		return rc;
 	if (b->spec.attach_id) {
-		snprintf(m->sandbox_id, sizeof(m->sandbox_id), "%s", b->spec.attach_id);
+		rc = resolve_attach(b, m, b->spec.attach_id);
+		if (rc < 0)
+			return rc;
 		m->owned = false;
 	} else {
 		char image_id[128] = "";
@@ -538,8 +584,11 @@ static int modal_create(struct sb_backend *b, const struct sb_spec *spec)
 		m->owned = false;
 		return rc;
 	}
-	snprintf(b->id, sizeof(b->id), "%s", m->sandbox_id);
-	sb_info("modal: sandbox %s (task %s) ready", m->sandbox_id, m->task_id);
+	/* the id sbfs shows and `-o attach=` takes: the sandbox's name (the
+	 * Modal id works for attach too, and is in the log) */
+	snprintf(b->id, sizeof(b->id), "%s", b->spec.attach_id ? b->spec.attach_id : b->spec.name);
+	sb_info("modal: sandbox %s is Modal sandbox %s (task %s)", b->id,
+		m->sandbox_id, m->task_id);
 	return 0;
 }
 

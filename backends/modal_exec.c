@@ -369,6 +369,69 @@ static void stdin_done(struct xc *x, const struct grpc_status *st)
 			grpc_code_name(st->code), st->message);
 }
 
+/* ---- argv that protobuf strings cannot carry ---- */
+
+static bool utf8_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		unsigned char c = *p;
+		size_t n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2
+			 : (c & 0xf8) == 0xf0 ? 3 : 9;
+		if (n == 9 || (n == 1 && c < 0xc2) || (n == 3 && c > 0xf4))
+			return false;
+		uint32_t cp = n ? c & (0x3f >> n) : c;
+		p++;
+		for (size_t i = 0; i < n; i++, p++) {
+			if ((*p & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (*p & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+	}
+	return true;
+}
+
+/* printf %b escapes: printable ASCII but backslash as is, the rest \0ooo */
+static char *octal_escape(const char *s)
+{
+	size_t n = strlen(s);
+	char *out = malloc(n * 5 + 1), *w = out;
+	if (!out)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p >= 0x20 && *p < 0x7f && *p != '\\')
+			*w++ = (char)*p;
+		else
+			w += sprintf(w, "\\0%03o", *p);
+	}
+	*w = '\0';
+	return out;
+}
+
+/* Modal's strings must be UTF-8 (notes 5.7), but a file name need not be.
+ * Such an argv (or cwd) travels octal-escaped as the arguments of a POSIX
+ * sh that decodes them with printf %b (a sentinel keeps trailing newlines),
+ * changes to the decoded cwd, and execs the decoded argv. */
+static const char decode_script[] =
+	"d=$(printf '%bx' \"$1\"); shift; cd -- \"${d%x}\" || exit 125\n"
+	"n=$#; i=0\n"
+	"while [ \"$i\" -lt \"$n\" ]; do a=$(printf '%bx' \"$1\"); shift; "
+	"set -- \"$@\" \"${a%x}\"; i=$((i + 1)); done\n"
+	"exec \"$@\"";
+
+static bool needs_escape(const struct modal_run *r, const char *cwd)
+{
+	if (!utf8_valid(cwd))
+		return true;
+	for (size_t i = 0; r->argv[i]; i++)
+		if (!utf8_valid(r->argv[i]))
+			return true;
+	return false;
+}
+
 /* ---- the run ---- */
 
 static int start_exec(struct xc *x, double timeout, struct grpc_status *st)
@@ -377,8 +440,29 @@ static int start_exec(struct xc *x, double timeout, struct grpc_status *st)
 	const struct sb_spec *spec = &x->b->spec;
 	struct pb_buf req = {0}, resp = {0};
 	ids(&req, x);
-	for (size_t i = 0; r->argv[i]; i++)
-		pb_string_always(&req, 3, r->argv[i]);
+	const char *cwd = r->cwd ? r->cwd : spec->workdir;
+	bool escape = needs_escape(r, cwd);
+	if (escape) {
+		pb_string_always(&req, 3, "sh");
+		pb_string_always(&req, 3, "-c");
+		pb_string_always(&req, 3, decode_script);
+		pb_string_always(&req, 3, "sh");
+		char *e = octal_escape(cwd);
+		pb_string_always(&req, 3, e ? e : "/");
+		free(e);
+		for (size_t i = 0; r->argv[i]; i++) {
+			e = octal_escape(r->argv[i]);
+			if (!e)
+				req.oom = true;
+			else
+				pb_string_always(&req, 3, e);
+			free(e);
+		}
+		cwd = "/";
+	} else {
+		for (size_t i = 0; r->argv[i]; i++)
+			pb_string_always(&req, 3, r->argv[i]);
+	}
 	pb_uint(&req, 4, 1); /* PIPE: 0 would be DEVNULL (notes 5.11) */
 	pb_uint(&req, 5, 1);
 	if (timeout > 0) {
@@ -387,7 +471,7 @@ static int start_exec(struct xc *x, double timeout, struct grpc_status *st)
 			secs++;
 		pb_uint_always(&req, 6, secs ? secs : 1);
 	}
-	pb_string_always(&req, 7, r->cwd ? r->cwd : spec->workdir);
+	pb_string_always(&req, 7, cwd);
 	/* spec env on every exec: V1 create takes env only as a Secret,
 	 * and exec env reaches the same processes without one */
 	add_env(&req, (const char *const *)spec->env);

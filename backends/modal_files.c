@@ -224,8 +224,13 @@ int modal_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *ou
 		return shell_list_dir(b, path, out);
 	if (rc == 0) {
 		rc = modal_parse_file_list(c.data ? c.data : "[]", c.data ? c.len : 2, out);
-		if (rc == -EPROTO)
-			sb_warn("modal: list %s: the file helper's output is not a JSON array", path);
+		if (rc == -EPROTO) {
+			/* names that are not UTF-8 cannot come back as JSON
+			 * strings: the shell listing carries raw bytes */
+			sb_debug("modal: list %s: helper output is not a JSON array of UTF-8 names; using the shell", path);
+			free(c.data);
+			return shell_list_dir(b, path, out);
+		}
 	}
 	free(c.data);
 	return rc;

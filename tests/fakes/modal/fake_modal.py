@@ -78,7 +78,7 @@ class Exec:
         self.start(env, workdir, timeout)
 
     def start(self, env, workdir, timeout):
-        cmd = self.sb.bwrap(workdir, env) + ["/usr/bin/env", "--"] + self.argv
+        cmd = self.sb.command(workdir, env, self.argv)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
         for i, f in enumerate((self.proc.stdout, self.proc.stderr)):
@@ -140,12 +140,17 @@ class Sandbox:
         self.root = os.path.join(STATE, "sandboxes", self.id)
         for sub in ("workspace", "tmp", "root"):
             os.makedirs(os.path.join(self.root, sub))
+        self.start_init()
         t = threading.Timer(self.timeout, self.terminate, args=(GS_TIMEOUT,))
         t.daemon = True
         t.start()
 
-    def bwrap(self, workdir, env):
-        a = ["bwrap", "--die-with-parent", "--new-session",
+    def start_init(self):
+        """The sandbox: a bubblewrap container with its own pid and mount
+        namespaces (and no network when blocked), the sandbox directory at
+        its workdir, and an idle init; every exec enters it with nsenter."""
+        a = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
+             "--unshare-ipc", "--unshare-uts", "--hostname", "modal",
              "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
         for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
             if os.path.islink(d):
@@ -157,14 +162,35 @@ class Sandbox:
               "--bind", os.path.join(self.root, "root"), "/root",
               "--bind", os.path.join(self.root, "workspace"), self.workdir,
               "--ro-bind", FS_TOOLS, "/__modal/.bin/modal-sandbox-fs-tools"]
-        if self.network == 2 or self.network == 3:
+        if self.network in (2, 3):
             a += ["--unshare-net"]
-        a += ["--chdir", workdir, "--clearenv",
-              "--setenv", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-              "--setenv", "HOME", "/root"]
-        for k, v in env.items():
-            a += ["--setenv", k, v]
-        return a + ["--"]
+        r, w = os.pipe()
+        a += ["--info-fd", str(w), "--", "/bin/sh", "-c", "while :; do sleep 3600; done"]
+        self.init = subprocess.Popen(a, pass_fds=(w,), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, start_new_session=True)
+        os.close(w)
+        info = b""
+        while True:
+            chunk = os.read(r, 4096)
+            if not chunk:
+                break
+            info += chunk
+            try:
+                self.init_pid = json.loads(info)["child-pid"]
+                break
+            except ValueError:
+                continue
+        os.close(r)
+
+    def command(self, workdir, env, argv):
+        ns = ["nsenter", "-t", str(self.init_pid), "-m", "-p", "-i", "-u"]
+        if self.network in (2, 3):
+            ns.append("-n")
+        e = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+             "HOME": "/root"}
+        e.update(env)
+        return ns + ["--", "/usr/bin/env", "-i", "-C", workdir, "--"] + \
+            ["%s=%s" % kv for kv in e.items()] + argv
 
     def terminate(self, status=GS_TERMINATED):
         with COND:
@@ -173,6 +199,10 @@ class Sandbox:
             self.result = status
             for e in self.execs.values():
                 e.kill()
+            try:
+                os.killpg(self.init.pid, signal.SIGKILL)
+            except OSError:
+                pass
             COND.notify_all()
 
 
@@ -385,6 +415,16 @@ def get_sb(sid):
     if not sb:
         raise Abort(grpc.StatusCode.NOT_FOUND, "sandbox %s not found" % sid)
     return sb
+
+
+def SandboxGetFromName(req, ctx):
+    name, app = req.str(1), req.str(3)
+    with LOCK:
+        app_id = APPS.get((req.str(2), app))
+        for sb in SANDBOXES.values():
+            if sb.name == name and sb.app_id == app_id and sb.result is None:
+                return pb.f_str(1, sb.id)
+    raise Abort(grpc.StatusCode.NOT_FOUND, "Sandbox with name '%s' not found" % name)
 
 
 def SandboxGetTaskId(req, ctx):
@@ -604,7 +644,7 @@ def main():
         ("SandboxCreate", SandboxCreate), ("SandboxGetTaskId", SandboxGetTaskId),
         ("TaskGetCommandRouterAccess", TaskGetCommandRouterAccess),
         ("SandboxTerminate", SandboxTerminate), ("SandboxWait", SandboxWait),
-        ("SandboxList", SandboxList)]}
+        ("SandboxList", SandboxList), ("SandboxGetFromName", SandboxGetFromName)]}
     router = {n: wrap(n, f, True, n == "TaskExecStdioRead") for n, f in [
         ("TaskExecStart", TaskExecStart), ("TaskExecStdioRead", TaskExecStdioRead),
         ("TaskExecWait", TaskExecWait), ("TaskExecStdinWrite", TaskExecStdinWrite),
