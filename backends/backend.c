@@ -6,6 +6,7 @@
 #include "util/log.h"
 
 #include <errno.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -212,6 +213,13 @@ static int enter(struct sb_backend *b, enum sb_call kind)
 	if (sb_backend_is_dead(b)) {
 		atomic_fetch_add(&b->counters.errors[kind], 1);
 		return -EIO;
+	}
+	if (b->inject_latency_ms) {
+		/* One round trip to a remote sandbox, modelled on any backend. */
+		struct timespec d = {b->inject_latency_ms / 1000,
+				     (long)(b->inject_latency_ms % 1000) * 1000000L};
+		while (nanosleep(&d, &d) < 0 && errno == EINTR)
+			;
 	}
 	return 0;
 }

@@ -170,6 +170,7 @@ struct sb_backend {
 	struct sb_spec spec;        /* copy owned by the backend object */
 	char id[256];               /* sandbox id, set by create/attach */
 	bool shell_only;            /* testing aid: ignore native file ops */
+	unsigned inject_latency_ms; /* testing aid: each call waits this long */
 	atomic_bool dead;
 	char dead_reason[SB_REASON_MAX];
 	char error[SB_REASON_MAX];  /* last create/exec failure, one line */

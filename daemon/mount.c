@@ -253,6 +253,7 @@ int sbfs_mount_run(struct mount_options *o)
 		return 1;
 	}
 
+	b->inject_latency_ms = o->inject_latency_ms;
 	int status = 1;
 	char sock[PATH_MAX], log_path[PATH_MAX];
 	struct control_server *ctl = NULL;

@@ -147,6 +147,11 @@ static int apply_option(struct mount_options *o, char *opt, char *err,
 		if (parse_seconds(key, val, &d, err, errlen) < 0)
 			return -1;
 		o->dir_timeout = d;
+	} else if (!strcmp(key, "inject_latency_ms")) {
+		NEED_VALUE();
+		if (parse_uint(key, val, 60000, &u, err, errlen) < 0)
+			return -1;
+		o->inject_latency_ms = (unsigned)u;
 	} else if (!strcmp(key, "shell_ops")) {
 		o->shell_ops = true;
 	} else if (!strcmp(key, "spool_dir")) {
@@ -222,6 +227,7 @@ void mount_options_usage(FILE *out)
 		"  -o spool_dir=DIR    local spool for open files (default $TMPDIR or /var/tmp)\n"
 		"  -o log=FILE         daemon log (default: beside the control socket)\n"
 		"  -o shell_ops        testing aid: use the generic shell file operations\n"
+		"  -o inject_latency_ms=N  testing/benchmark aid: delay every backend call\n"
 		"\nBackends:\n");
 	for (const struct sb_backend_ops *const *b = sb_backend_all(); *b; b++)
 		fprintf(out, "  %-10s %s\n", (*b)->name, (*b)->summary ? (*b)->summary : "");

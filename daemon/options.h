@@ -16,6 +16,7 @@ struct mount_options {
 	bool foreground;
 	bool debug;
 	bool shell_ops;
+	unsigned inject_latency_ms;
 	double attr_timeout;
 	double dir_timeout;
 	char *spool_dir;
