@@ -161,7 +161,7 @@ ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
 		return r;
 	if (end > f->size)
 		f->size = end;
-	f->dirty = true;
+	f->dirty = f->written = true;
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
 	return (ssize_t)len;
 }
@@ -177,7 +177,7 @@ int file_state_truncate(struct file_state *f, off_t size)
 			return r;
 	}
 	f->size = size;
-	f->dirty = true;
+	f->dirty = f->written = true;
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
 	return 0;
 }

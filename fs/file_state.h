@@ -27,6 +27,7 @@ struct file_state {
 	mode_t mode;             /* permission bits, used when uploading new */
 	struct timespec mtime;   /* last local change, shown while dirty */
 	bool dirty;              /* local changes not yet uploaded */
+	bool written;            /* written or truncated since opened */
 	bool remote_exists;      /* the sandbox has the file */
 	bool unlinked;           /* removed while open: never uploaded */
 	int upload_error;        /* last failed upload (-errno), 0 if none */

@@ -147,6 +147,28 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->congestion_threshold = 48;
 }
 
+static int load_listing(struct fs *fs, uint64_t ino);
+
+/* Directories with more entries than this are never listed just to answer
+ * a lookup. */
+#define LOOKUP_SCAN_MAX_ENTRIES 10000
+
+/* Counts a lookup that missed the cache in directory p; true when this is
+ * not the first such miss within the attribute timeout and the directory
+ * is not known to be huge. Table lock held. */
+static bool lookups_scan(struct fs *fs, struct node *p, const struct timespec *now)
+{
+	bool recent = p->lookup_misses > 0 &&
+		      (now->tv_sec < p->miss_expires.tv_sec ||
+		       (now->tv_sec == p->miss_expires.tv_sec &&
+			now->tv_nsec < p->miss_expires.tv_nsec));
+	if (!recent)
+		p->lookup_misses = 0;
+	p->lookup_misses++;
+	p->miss_expires = fs_expiry(fs->cfg.attr_timeout);
+	return recent && p->list_entries <= LOOKUP_SCAN_MAX_ENTRIES;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = req_fs(req);
@@ -166,10 +188,19 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		err = -ENOENT;
 	} else if (n && fs_attr_fresh(fs, n, &now)) {
 		/* cached */
-	} else if (node_list_fresh(&fs->t, p, &now) &&
-		   (!n || n->seen_mark != p->seen_mark)) {
-		/* The fresh listing of the parent does not name it. */
-		err = -ENOENT;
+	} else if (node_list_fresh(&fs->t, p, &now)) {
+		if (!n || n->seen_mark != p->seen_mark)
+			err = -ENOENT; /* the fresh listing does not name it */
+		else
+			n = refresh_attr(fs, p, name, n, &err);
+	} else if (lookups_scan(fs, p, &now)) {
+		/* Several names asked in one directory (a create loop, a tree
+		 * walk): one listing answers them all. */
+		err = load_listing(fs, parent);
+		p = node_by_ino(&fs->t, parent);
+		n = p && err == 0 ? node_child(&fs->t, p, name) : NULL;
+		if (err == 0 && (!n || !p || n->seen_mark != p->seen_mark))
+			err = -ENOENT;
 	} else {
 		n = refresh_attr(fs, p, name, n, &err);
 	}
@@ -547,7 +578,6 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (dead(fs, req))
 		return;
 	int err;
-	bool local_only = false;
 	char *path = child_path_of(fs, parent, name, &err);
 	if (!path) {
 		fuse_reply_err(req, -err);
@@ -556,23 +586,33 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pthread_mutex_lock(&fs->t.lock);
 	struct node *p = node_by_ino(&fs->t, parent);
 	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
-	if (n && n->file && !n->file->remote_exists)
-		local_only = true; /* created here and never uploaded */
+	uint64_t ino = n ? n->ino : 0;
+	struct file_state *f = n ? pin_file(fs, n) : NULL;
 	pthread_mutex_unlock(&fs->t.lock);
 
-	err = local_only ? 0 : sb_remove(fs->b, path, is_dir);
+	/* Holding the spool's lock orders the removal after an upload in
+	 * flight and keeps one from starting after it. */
+	if (f)
+		pthread_mutex_lock(&f->lock);
+	if (f && !f->remote_exists)
+		err = 0; /* created here and never uploaded: nothing to remove */
+	else
+		err = sb_remove(fs->b, path, is_dir);
+	if (f && (err == 0 || err == -ENOENT))
+		f->unlinked = true;
+	if (f)
+		pthread_mutex_unlock(&f->lock);
 	free(path);
 	if (err == 0 || err == -ENOENT) {
 		pthread_mutex_lock(&fs->t.lock);
 		p = node_by_ino(&fs->t, parent);
 		n = p ? node_child(&fs->t, p, name) : NULL;
-		if (n) {
-			if (n->file)
-				n->file->unlinked = true;
+		if (n && (!ino || n->ino == ino))
 			node_detach(&fs->t, n);
-		}
 		pthread_mutex_unlock(&fs->t.lock);
 	}
+	if (f)
+		unpin_file(fs, ino);
 	fuse_reply_err(req, -err);
 }
 
@@ -851,14 +891,22 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_write(req, (size_t)r);
 }
 
+/* Uploads the handle's file if it is dirty and replies. */
 static void upload_reply(fuse_req_t req, fuse_ino_t ino,
-			 struct fuse_file_info *fi)
+			 struct fuse_file_info *fi, bool is_flush)
 {
 	struct fs *fs = req_fs(req);
 	struct node *n;
 	struct file_state *f = handle_file(fs, fi, &n);
-	int err = f ? fs_upload_file(fs, n, f) : 0;
-	if (f && err == 0) {
+	int err = 0;
+	/* A new file nobody wrote yet: this close is most likely a shell's
+	 * redirection closing its spare descriptor (open, dup2, close), with
+	 * the data still to come. Its upload waits for the data or the last
+	 * close (release); an explicit fsync still uploads now. */
+	bool wait = is_flush && f && !f->remote_exists && !f->written;
+	if (f && !wait)
+		err = fs_upload_file(fs, n, f);
+	if (f && err == 0 && !wait) {
 		/* The sandbox now has our content: what we show is current. */
 		pthread_mutex_lock(&fs->t.lock);
 		struct stat st;
@@ -873,24 +921,31 @@ static void upload_reply(fuse_req_t req, fuse_ino_t ino,
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	upload_reply(req, ino, fi);
+	upload_reply(req, ino, fi, true);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	(void)datasync;
-	upload_reply(req, ino, fi);
+	upload_reply(req, ino, fi, false);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
 	struct fs *fs = req_fs(req);
+	struct node *n;
+	struct file_state *f = handle_file(fs, fi, &n);
+	/* The last close of a file whose upload waited (see upload_reply). A
+	 * failure here has no caller to tell: the file stays pending, shown in
+	 * status and retried at the next sync, sbexec or unmount. */
+	if (f && f->handles == 1 && f->dirty)
+		fs_upload_file(fs, n, f);
 	pthread_mutex_lock(&fs->t.lock);
-	struct node *n = node_by_ino(&fs->t, fi->fh);
+	n = node_by_ino(&fs->t, ino);
 	if (n && n->file) {
 		n->file->handles--;
+		n->file->pins--;
 		fs_file_unref(fs, n);
 	}
 	pthread_mutex_unlock(&fs->t.lock);
@@ -956,6 +1011,7 @@ static int load_listing(struct fs *fs, uint64_t ino)
 			node_set_attr(&fs->t, c, &d->st, d->link_target, &exp);
 		}
 	}
+	p->list_entries = list.n;
 	sb_dirlist_free(&list);
 	/* Children the listing no longer names are gone, unless they exist
 	 * only here so far (created, not yet uploaded). */
