@@ -1,0 +1,673 @@
+#!/usr/bin/env python3
+"""sbfs benchmark suite (issue 5, item 3). Run it through tests/bench/run;
+see tests/bench/README.md. Installs nothing; skips a peer that is missing.
+
+Configurations: the local disk directly, sbfs default mode and sbfs
+write-back mode (-o writeback) at 0 ms and at --latency-ms injected
+latency (-o inject_latency_ms=N), sshfs against a private sshd on loopback
+(directly at 0 ms, through delay_relay.py at N ms RTT).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+SBFS = os.environ.get("SBFS", os.path.join(ROOT, "build", "daemon", "sbfs"))
+SBEXEC = os.environ.get("SBEXEC", os.path.join(ROOT, "build", "shim", "sbexec"))
+FUSERMOUNT = shutil.which("fusermount3") or "fusermount3"
+
+GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+    "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
+}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- cleanup
+
+class Cleanup:
+    def __init__(self):
+        self.mounts = []   # mount points to unmount
+        self.pids = []     # processes to kill (by pid), last first
+        self.dirs = []
+
+    def run(self):
+        for m in reversed(self.mounts):
+            unmount(m)
+        self.mounts.clear()
+        for pid in reversed(self.pids):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        self.pids.clear()
+        for d in reversed(self.dirs):
+            shutil.rmtree(d, ignore_errors=True)
+        self.dirs.clear()
+
+
+CLEAN = Cleanup()
+
+
+def unmount(m, timeout=120):
+    if not os.path.ismount(m):
+        return
+    r = subprocess.run(["timeout", str(timeout), FUSERMOUNT, "-u", m],
+                       capture_output=True, text=True)
+    if r.returncode != 0 and os.path.ismount(m):
+        log(f"  unmount {m} failed ({r.stderr.strip()}); lazy unmount")
+        subprocess.run(["timeout", "30", FUSERMOUNT, "-u", "-z", m],
+                       capture_output=True)
+
+
+def wait_pid_gone(pid, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not os.path.exists(f"/proc/{pid}"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# ---------------------------------------------------------------- helpers
+
+def sh(script, cwd, timeout, env=None):
+    """Run a bash snippet under timeout(1); returns (seconds, rc, stderr)."""
+    e = dict(os.environ)
+    e.update(GIT_ENV)
+    if env:
+        e.update(env)
+    t0 = time.monotonic()
+    r = subprocess.run(["timeout", "-k", "5", str(timeout), "bash", "-c",
+                        "set -e\n" + script], cwd=cwd, env=e,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, errors="replace")
+    return time.monotonic() - t0, r.returncode, r.stderr.strip()
+
+
+def sbfs_status(mnt):
+    r = subprocess.run(["timeout", "30", SBFS, "status", "--json", mnt],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        return None
+
+
+def calls_delta(before, after):
+    if not before or not after:
+        return None
+    b, a = before.get("calls", {}), after.get("calls", {})
+    return {k: a.get(k, 0) - b.get(k, 0) for k in a if a.get(k, 0) - b.get(k, 0)}
+
+
+def fmt_calls(d, n=3):
+    if d is None:
+        return "?"
+    tot = sum(d.values())
+    if not tot:
+        return "0"
+    top = sorted(d.items(), key=lambda kv: -kv[1])[:n]
+    return f"{tot} (" + ", ".join(f"{k} {v}" for k, v in top) + ")"
+
+
+def fmt_s(v):
+    if v is None:
+        return "—"
+    if isinstance(v, str):
+        return v
+    return f"{v:.2f}" if v < 100 else f"{v:.0f}"
+
+
+# ---------------------------------------------------------------- workloads
+
+def workloads(p):
+    """(key, label, script, oob_setup): scripts run with cwd = the target
+    directory; oob_setup (run out of band, untimed, before the step) makes
+    data the mount has never seen: through sbexec on sbfs, in the backing
+    directory for sshfs and the local disk."""
+    n, nls, mib, saves = p["creates"], p["ls_files"], p["mib"], p["saves"]
+    blob = "x" * 4095
+    return [
+        ("create", f"{n} × 4 KiB creates (shell loop)",
+         f'd=$(printf "%s\\n" "{blob}")\nmkdir creates\ncd creates\n'
+         f'for i in $(seq {n}); do printf "%s" "$d" > f$i; done', None),
+        ("cp", f"cp -r tree ({p['tree_files']} files, "
+               f"{p['tree_bytes'] / 1e6:.1f} MB)", f'cp -r "$SRC" tree', None),
+        ("git", "git init && add -A && commit",
+         "cd tree && git init -q && git add -A && git commit -q -m bench", None),
+        ("gitst", "git status", "cd tree && git status --porcelain", None),
+        ("grep", "grep -r over the tree (incl. .git)",
+         "grep -r -n BENCHTOKEN tree >/dev/null || [ $? -eq 1 ]", None),
+        ("lscold", f"ls -l {nls} files, cold", "ls -l lsdir",
+         f"mkdir lsdir && cd lsdir && for i in $(seq {nls}); do : > f$i; done"),
+        ("lswarm", f"ls -l {nls} files, warm", "ls -l lsdir", None),
+        ("ddw", f"dd write {mib} MiB (bs=4M, fsync)",
+         f"dd if=/dev/zero of=big.w bs=4M count={mib // 4} conv=fsync status=none",
+         None),
+        ("ddr", f"dd read {mib} MiB (cold, bs=4M)",
+         "dd if=big.r of=/dev/null bs=4M status=none",
+         f"rm -f big.w && dd if=/dev/zero of=big.r bs=4M count={mib // 4} status=none"),
+        ("saves", f"{saves} editor saves (tmp, fsync, mv)",
+         'rm -f big.r\n'
+         f'for i in $(seq {saves}); do printf "%s %s\\n" "$i" "$EDIT" > .edit.txt.tmp; '
+         'sync .edit.txt.tmp; mv -f .edit.txt.tmp edit.txt; done', None),
+        ("rm", "rm -rf tree + creates", "rm -rf tree creates edit.txt",
+         "rm -rf lsdir"),
+    ]
+
+
+# ---------------------------------------------------------------- targets
+
+class Target:
+    name = "?"
+    sbfs = False
+
+    def setup(self):
+        """Returns None when ready, else an 'n/a ...' reason."""
+        return None
+
+    def teardown(self):
+        pass
+
+    def oob(self, script, timeout):
+        return sh(script, self.path, timeout)
+
+
+class LocalDisk(Target):
+    def __init__(self, base):
+        self.name = "local disk"
+        self.path = os.path.join(base, "localdisk")
+
+    def setup(self):
+        os.makedirs(self.path)
+
+
+class Sbfs(Target):
+    sbfs = True
+
+    def __init__(self, base, latency, writeback, idx):
+        self.latency, self.writeback = latency, writeback
+        self.name = f"sbfs{' wb' if writeback else ''} {latency} ms"
+        self.path = os.path.join(base, f"mnt-sbfs{idx}")
+        self.pid = None
+
+    def setup(self):
+        os.makedirs(self.path, exist_ok=True)
+        opts = [f"inject_latency_ms={self.latency}"]
+        if self.writeback:
+            opts.append("writeback")
+        r = subprocess.run(["timeout", "120", SBFS, "-o", ",".join(opts), self.path],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            msg = (r.stderr.strip().splitlines() or ["?"])[-1]
+            if self.writeback and "writeback" in msg:
+                return f"n/a (not implemented: {msg})"
+            return f"n/a (mount failed: {msg})"
+        CLEAN.mounts.append(self.path)
+        st = sbfs_status(self.path)
+        self.pid = st and st.get("pid")
+        return None
+
+    def teardown(self):
+        unmount(self.path)
+        if self.path in CLEAN.mounts:
+            CLEAN.mounts.remove(self.path)
+        if self.pid and not wait_pid_gone(self.pid, 60):
+            log(f"  sbfs daemon {self.pid} still alive after unmount; SIGTERM")
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def oob(self, script, timeout):
+        return sh(f'timeout {timeout} "{SBEXEC}" -m "{self.path}" -- '
+                  f"sh -c {shquote(script)}", self.path, timeout + 10)
+
+
+def shquote(s):
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+class Sshd:
+    """A private sshd on a loopback high port with throwaway keys."""
+
+    def __init__(self, base, port):
+        self.dir = os.path.join(base, "sshd")
+        self.port = port
+        self.relays = {}
+
+    def start(self):
+        S = self.dir
+        os.makedirs(S, mode=0o700)
+        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privsep dir
+        for k in ("host", "client"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "",
+                            "-f", f"{S}/{k}_ed25519"], check=True, timeout=30)
+        shutil.copy(f"{S}/client_ed25519.pub", f"{S}/authorized_keys")
+        os.chmod(f"{S}/authorized_keys", 0o600)
+        with open(f"{S}/sshd_config", "w") as f:
+            f.write(f"""ListenAddress 127.0.0.1
+Port {self.port}
+HostKey {S}/host_ed25519
+PidFile {S}/sshd.pid
+AuthorizedKeysFile {S}/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+Subsystem sftp internal-sftp
+""")
+        sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+        subprocess.run([sshd, "-t", "-f", f"{S}/sshd_config"], check=True, timeout=30)
+        subprocess.run([sshd, "-f", f"{S}/sshd_config", "-E", f"{S}/sshd.log"],
+                       check=True, timeout=30)
+        for _ in range(100):
+            if os.path.exists(f"{S}/sshd.pid"):
+                break
+            time.sleep(0.05)
+        CLEAN.pids.append(int(open(f"{S}/sshd.pid").read()))
+
+    def relay(self, rtt, duration):
+        """Port that adds rtt ms (0: sshd itself)."""
+        if rtt == 0:
+            return self.port
+        if rtt not in self.relays:
+            lp = self.port + 1 + len(self.relays)
+            p = subprocess.Popen([sys.executable, os.path.join(HERE, "delay_relay.py"),
+                                  "--listen", str(lp), "--to", str(self.port),
+                                  "--rtt-ms", str(rtt), "--duration", str(duration),
+                                  "--max-conns", "8"],
+                                 stderr=open(os.path.join(self.dir, f"relay{rtt}.log"), "w"))
+            CLEAN.pids.append(p.pid)
+            time.sleep(0.5)
+            self.relays[rtt] = lp
+        return self.relays[rtt]
+
+
+class Sshfs(Target):
+    def __init__(self, base, sshd, rtt, idx, duration):
+        self.name = f"sshfs {rtt} ms"
+        self.sshd, self.rtt, self.duration = sshd, rtt, duration
+        self.path = os.path.join(base, f"mnt-sshfs{idx}")
+        self.src = os.path.join(base, f"sshfs-src{idx}")
+
+    def setup(self):
+        os.makedirs(self.path)
+        os.makedirs(self.src)
+        port = self.sshd.relay(self.rtt, self.duration)
+        S = self.sshd.dir
+        r = subprocess.run(
+            ["timeout", "60", "sshfs", f"root@127.0.0.1:{self.src}", self.path,
+             "-o", f"port={port},IdentityFile={S}/client_ed25519,IdentitiesOnly=yes,"
+                   "StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,"
+                   "LogLevel=ERROR,BatchMode=yes"],
+            capture_output=True, text=True)
+        if r.returncode != 0:
+            return f"n/a (sshfs mount failed: {r.stderr.strip()[-200:]})"
+        CLEAN.mounts.append(self.path)
+        return None
+
+    def teardown(self):
+        unmount(self.path)
+        if self.path in CLEAN.mounts:
+            CLEAN.mounts.remove(self.path)
+
+    def oob(self, script, timeout):
+        return sh(script, self.src, timeout)
+
+
+# ---------------------------------------------------------------- runs
+
+def run_target(t, p, timeout, results, calls):
+    log(f"== {t.name}")
+    why = t.setup()
+    if why:
+        log(f"  {why}")
+        for w in workloads(p):
+            results[(t.name, w[0])] = why.split(" (")[0] + (
+                " (not implemented)" if "not implemented" in why else "")
+        return why
+    env = {"SRC": p["src"], "EDIT": "y" * 8000}
+    try:
+        for key, label, script, oob in workloads(p):
+            if oob:
+                _, rc, err = t.oob(oob, timeout)
+                if rc != 0:
+                    log(f"  {key}: setup failed rc={rc}: {err[-300:]}")
+            before = sbfs_status(t.path) if t.sbfs else None
+            secs, rc, err = sh(script, t.path, timeout, env)
+            after = sbfs_status(t.path) if t.sbfs else None
+            if rc == 124 or rc == 137:
+                results[(t.name, key)] = f">{timeout} (timeout)"
+            elif rc != 0:
+                results[(t.name, key)] = f"failed rc={rc}"
+                log(f"  {key}: rc={rc}: {err[-300:]}")
+            else:
+                results[(t.name, key)] = secs
+            if t.sbfs:
+                calls[(t.name, key)] = calls_delta(before, after)
+            log(f"  {label}: {fmt_s(results[(t.name, key)])} s"
+                + (f"  calls {fmt_calls(calls[(t.name, key)], 99)}" if t.sbfs else ""))
+    finally:
+        t.teardown()
+    return None
+
+
+def vm_hwm(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])  # kB
+    except OSError:
+        return None
+    return None
+
+
+def find_init_pid(daemon_pid):
+    """local backend: the sandbox's first process is bwrap's child of
+    bwrap's child of the daemon (what bwrap --info-fd reports)."""
+    def children(pid):
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+    for c in children(daemon_pid):
+        try:
+            comm = open(f"/proc/{c}/comm").read().strip()
+        except OSError:
+            continue
+        if comm == "bwrap":
+            kids = children(c)
+            if kids:
+                return kids[0]
+    return None
+
+
+def extras(base, p, timeout, out):
+    """sbexec true vs the raw exec, and the daemon's peak RSS copying a
+    big file in and out, on a fresh sbfs 0 ms mount."""
+    t = Sbfs(base, 0, False, "x")
+    why = t.setup()
+    if why:
+        out.append(f"sbexec / RSS: {why}")
+        return
+    try:
+        n = p["exec_n"]
+        st0 = sbfs_status(t.path)
+        times = []
+        for _ in range(n):
+            t0 = time.monotonic()
+            subprocess.run(["timeout", "30", SBEXEC, "-m", t.path, "--", "true"],
+                           cwd=t.path, check=False)
+            times.append((time.monotonic() - t0) * 1000)
+        st1 = sbfs_status(t.path)
+        d = calls_delta(st0, st1)
+        line = (f"`sbexec true` × {n} (0 ms): mean {statistics.mean(times):.1f} ms, "
+                f"median {statistics.median(times):.1f} ms, "
+                f"backend calls per run {sum(d.values()) / n if d else '?'}")
+        raw = None
+        init = find_init_pid(t.pid) if st0 and st0.get("backend") == "local" else None
+        if init:
+            argv = ["/usr/bin/nsenter", "-t", str(init), "-U", "-m", "-p", "-n", "-i",
+                    "-u", "-C", "-r", "-w", "--preserve-credentials", "--",
+                    "/usr/bin/setpriv", "--bounding-set=-all", "--inh-caps=-all",
+                    "--no-new-privs", "--", "/usr/bin/env", "-i", "-C", "/workspace",
+                    "--", "PATH=/usr/bin:/bin", "true"]
+            raw = []
+            for _ in range(n):
+                t0 = time.monotonic()
+                r = subprocess.run(argv, capture_output=True, timeout=30)
+                raw.append((time.monotonic() - t0) * 1000)
+                if r.returncode != 0:
+                    raw = None
+                    line += f"; raw exec failed: {r.stderr.decode(errors='replace')[:200]}"
+                    break
+        if raw:
+            line += (f"; raw exec (the local backend's own nsenter+setpriv+env argv, "
+                     f"run from here) mean {statistics.mean(raw):.1f} ms, median "
+                     f"{statistics.median(raw):.1f} ms; sbexec overhead (median) "
+                     f"{statistics.median(times) - statistics.median(raw):+.1f} ms")
+        elif not init:
+            line += "; raw exec not measurable in isolation for this backend"
+        out.append(line)
+        log("  " + line)
+
+        mib = p["rss_mib"]
+        big = os.path.join(base, "rss.src")
+        sh(f"dd if=/dev/urandom of={big} bs=4M count={mib // 4} status=none",
+           base, timeout)
+        hwm0 = vm_hwm(t.pid)
+        st0 = sbfs_status(t.path)
+        s_in, rc1, e1 = sh(f'cp {big} "{t.path}/rss.bin"', base, timeout)
+        hwm1 = vm_hwm(t.pid)
+        subprocess.run(["timeout", "30", SBFS, "refresh", t.path], capture_output=True)
+        s_out, rc2, e2 = sh(f'cp "{t.path}/rss.bin" {big}.back && cmp {big} {big}.back',
+                            base, timeout)
+        hwm2 = vm_hwm(t.pid)
+        st1 = sbfs_status(t.path)
+        os.unlink(big)
+        if os.path.exists(big + ".back"):
+            os.unlink(big + ".back")
+        line = (f"Daemon peak RSS (VmHWM) copying {mib} MiB: before {hwm0 // 1024 if hwm0 else '?'} MiB, "
+                f"after cp in ({s_in:.1f} s{'' if rc1 == 0 else ' FAILED ' + e1[-100:]}) "
+                f"{hwm1 // 1024 if hwm1 else '?'} MiB, after cp out + cmp "
+                f"({s_out:.1f} s{'' if rc2 == 0 else ' FAILED ' + e2[-100:]}) "
+                f"{hwm2 // 1024 if hwm2 else '?'} MiB; calls {fmt_calls(calls_delta(st0, st1))}")
+        out.append(line)
+        log("  " + line)
+    finally:
+        t.teardown()
+
+
+# ---------------------------------------------------------------- report
+
+def report(p, configs, results, calls, notes, extra_lines, started):
+    lat = p["latency"]
+    wl = workloads(p)
+    L = []
+    uname = os.uname()
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    L.append(f"sbfs benchmark ({'quick' if p['quick'] else 'full'}), "
+             f"{time.strftime('%Y-%m-%d %H:%M %Z', time.localtime(started))}, "
+             f"{uname.nodename}: {uname.sysname} {uname.release}, {os.cpu_count()} CPUs "
+             f"({cpu}), backend local (bubblewrap); {p['build']}; run took "
+             f"{(time.monotonic() - p['t0']) / 60:.1f} min.")
+    L.append("")
+    L.append("Seconds per workload (one run each; lower is better). "
+             "ratio = sshfs time / sbfs time at the same latency (> 1: sbfs faster).")
+    L.append("")
+    cols = [c for c in configs]
+    head = ["workload"] + cols + [f"sshfs/sbfs {l} ms" for l in (0, lat)] + \
+        [f"sshfs/sbfs wb {l} ms" for l in (0, lat)]
+    L.append("| " + " | ".join(head) + " |")
+    L.append("|---|" + "---:|" * (len(head) - 1))
+
+    def ratio(a, b):
+        va, vb = results.get(a), results.get(b)
+        if isinstance(va, float) and isinstance(vb, float) and vb > 0:
+            return f"{va / vb:.1f}×"
+        if isinstance(va, str) and va.startswith(">") and isinstance(vb, float):
+            return f">{float(va[1:].split()[0]) / vb:.0f}×"
+        return "—"
+
+    for key, label, _, _ in wl:
+        row = [label] + [fmt_s(results.get((c, key))) for c in cols]
+        for l in (0, lat):
+            row.append(ratio((f"sshfs {l} ms", key), (f"sbfs {l} ms", key)))
+        for l in (0, lat):
+            row.append(ratio((f"sshfs {l} ms", key), (f"sbfs wb {l} ms", key)))
+        L.append("| " + " | ".join(row) + " |")
+    L.append("")
+    sb = [c for c in cols if c.startswith("sbfs")]
+    L.append("sbfs backend calls per workload (total of `sbfs status --json` .calls "
+             "deltas; the three largest kinds):")
+    L.append("")
+    L.append("| workload | " + " | ".join(sb) + " |")
+    L.append("|---|" + "---|" * len(sb))
+    for key, label, _, _ in wl:
+        L.append("| " + label + " | " + " | ".join(
+            fmt_calls(calls[(c, key)]) if (c, key) in calls else "—" for c in sb) + " |")
+    L.append("")
+    for line in extra_lines:
+        L.append(f"- {line}")
+    for line in notes:
+        L.append(f"- {line}")
+    return "\n".join(L) + "\n"
+
+
+def build_info():
+    def git(*args):
+        r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else "?"
+    mtime = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(os.stat(SBFS).st_mtime))
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return (f"commit {git('rev-parse', '--short', 'HEAD')}"
+            f"{' + uncommitted changes' if dirty not in ('', '?') else ''}, "
+            f"sbfs binary built {mtime}")
+
+
+def main():
+    global SBFS, SBEXEC
+    ap = argparse.ArgumentParser(prog="tests/bench/run", description=__doc__)
+    ap.add_argument("--quick", action="store_true",
+                    help="smaller counts (about 5 minutes)")
+    ap.add_argument("--latency-ms", type=int, default=50)
+    ap.add_argument("--out", help="also write the Markdown table here")
+    ap.add_argument("--skip-sshfs", action="store_true")
+    ap.add_argument("--skip-extras", action="store_true",
+                    help="skip the sbexec latency and peak RSS measurements")
+    ap.add_argument("--only", help="comma-separated configurations, e.g. "
+                    "'local disk,sbfs 0 ms,sshfs 50 ms'")
+    ap.add_argument("--timeout", type=int, default=0,
+                    help="per-workload timeout in seconds (default 600, quick 240)")
+    ap.add_argument("--workdir", default=os.environ.get("TMPDIR", "/var/tmp"),
+                    help="where the temp directory goes (default $TMPDIR or /var/tmp)")
+    ap.add_argument("--ssh-port", type=int, default=22622)
+    a = ap.parse_args()
+
+    started = time.time()
+    q = a.quick
+    p = {"quick": q, "latency": a.latency_ms, "t0": time.monotonic(),
+         "creates": 200 if q else 1000, "ls_files": 1000, "mib": 64 if q else 256,
+         "saves": 10 if q else 50, "tree_n": 60 if q else 282,
+         "rss_mib": 256 if q else 1024, "exec_n": 30 if q else 100}
+    timeout = a.timeout or (240 if q else 600)
+
+    for tool in (SBFS, SBEXEC):
+        if not os.access(tool, os.X_OK):
+            sys.exit(f"bench: {tool} missing: build first (ninja -C build)")
+    base = tempfile.mkdtemp(prefix="sbfs-bench-", dir=a.workdir)
+    CLEAN.dirs.append(base)
+    # Snapshot the binaries: a rebuild during the run must not change them.
+    os.makedirs(os.path.join(base, "bin"))
+    p["build"] = build_info()
+    for name in ("SBFS", "SBEXEC"):
+        dst = os.path.join(base, "bin", os.path.basename(globals()[name]))
+        shutil.copy2(globals()[name], dst)
+        globals()[name] = dst
+
+    def on_signal(sig, _frm):
+        log(f"bench: signal {sig}: cleaning up")
+        CLEAN.run()
+        sys.exit(128 + sig)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+
+    notes = []
+    try:
+        p["src"] = os.path.join(base, "src")
+        out = subprocess.run([sys.executable, os.path.join(HERE, "gen_tree.py"),
+                              p["src"], "--files", str(p["tree_n"])],
+                             capture_output=True, text=True, check=True).stdout
+        m = re.match(r"(\d+) files, (\d+) bytes", out)
+        p["tree_files"], p["tree_bytes"] = int(m.group(1)), int(m.group(2))
+
+        lat = a.latency_ms
+        configs = ["local disk", "sbfs 0 ms", "sbfs wb 0 ms", "sshfs 0 ms",
+                   f"sbfs {lat} ms", f"sbfs wb {lat} ms", f"sshfs {lat} ms"]
+        have_git = shutil.which("git") is not None
+        if not have_git:
+            notes.append("git not installed: git workloads fail (apt-get install git)")
+        sshd = None
+        ssh_missing = [t for t in ("sshfs", "ssh", "ssh-keygen")
+                       if not shutil.which(t)]
+        if not (shutil.which("sshd") or os.path.exists("/usr/sbin/sshd")):
+            ssh_missing.append("sshd")
+        if a.skip_sshfs:
+            notes.append("sshfs peer skipped (--skip-sshfs)")
+        elif ssh_missing:
+            msg = (f"sshfs peer skipped: {', '.join(ssh_missing)} not installed "
+                   "(Debian: apt-get install sshfs openssh-server openssh-client)")
+            log(f"bench: {msg}")
+            notes.append(msg)
+        else:
+            sshd = Sshd(base, a.ssh_port)
+            sshd.start()
+        if not sshd:
+            configs = [c for c in configs if not c.startswith("sshfs")]
+        if a.only:
+            want = [s.strip() for s in a.only.split(",")]
+            configs = [c for c in configs if c in want]
+
+        results, calls = {}, {}
+        relay_duration = 3600
+        for i, c in enumerate(configs):
+            if c == "local disk":
+                t = LocalDisk(base)
+            elif c.startswith("sbfs"):
+                t = Sbfs(base, int(c.split()[-2]), " wb " in c, i)
+            else:
+                t = Sshfs(base, sshd, int(c.split()[-2]), i, relay_duration)
+            why = run_target(t, p, timeout, results, calls)
+            if why and c.startswith("sbfs wb"):
+                notes.append(f"{c}: {why}")
+        extra_lines = []
+        if not a.skip_extras:
+            log("== sbexec latency, daemon peak RSS")
+            extras(base, p, timeout, extra_lines)
+        notes.append("ls cold: the directory is created out of band (through sbexec on "
+                     "sbfs, in the exported directory for sshfs), so the mount has never "
+                     "seen it; dd read: the file is written out of band the same way.")
+        notes.append("sshfs 0 ms connects to sshd directly; at N ms through "
+                     "tests/bench/delay_relay.py (N/2 ms each way). Default sshfs caching.")
+        text = report(p, configs, results, calls, notes, extra_lines, started)
+        print()
+        print(text)
+        if a.out:
+            with open(a.out, "w") as f:
+                f.write(text)
+    finally:
+        CLEAN.run()
+
+
+if __name__ == "__main__":
+    main()
