@@ -631,14 +631,25 @@ struct swept {
 	double created;
 };
 
-/* The daemon that made it is gone: no such pid, or not an sbfs process. */
+/* The daemon that made it is gone: no such pid, a zombie, or not an sbfs
+ * process (the pid was reused). */
 static bool daemon_gone(int pid)
 {
 	if (pid <= 0)
 		return true;
 	if (kill(pid, 0) < 0 && errno == ESRCH)
 		return true;
-	char p[64], comm[64] = "";
+	char p[64], comm[64] = "", stat[512] = "";
+	snprintf(p, sizeof(p), "/proc/%d/stat", pid);
+	FILE *sf = fopen(p, "re");
+	if (sf) {
+		size_t n = fread(stat, 1, sizeof(stat) - 1, sf);
+		stat[n] = '\0';
+		fclose(sf);
+		const char *rp = strrchr(stat, ')');
+		if (rp && (rp[2] == 'Z' || rp[2] == 'X'))
+			return true;
+	}
 	snprintf(p, sizeof(p), "/proc/%d/comm", pid);
 	FILE *f = fopen(p, "re");
 	if (!f)

@@ -269,7 +269,7 @@ def log_call(method, m):
 
 
 def common_faults(method):
-    if faults().get("client_too_old") and method.startswith(API):
+    if faults().get("client_too_old") and method.startswith("/" + API + "/"):
         raise Abort(grpc.StatusCode.FAILED_PRECONDITION,
                     "The client version (1.0.0) is too old. Please update to the latest package.")
     short = method.rsplit("/", 1)[-1]

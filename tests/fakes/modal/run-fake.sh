@@ -9,7 +9,13 @@ state=${1:?usage: run-fake.sh STATE_DIR}
 mkdir -p "$state"
 state=$(cd "$state" && pwd)
 rm -f "$state/url"
-FAKE_MODAL_STATE=$state /usr/bin/python3 "$here/fake_modal.py" >"$state/fake.log" 2>&1 &
+# The server must not hold the caller's descriptors (bats waits for its fd 3
+# to close before it finishes).
+(
+	for fd in 3 4 5 6 7 8 9; do eval "exec $fd>&-"; done
+	exec env FAKE_MODAL_STATE="$state" /usr/bin/python3 "$here/fake_modal.py" \
+		</dev/null >"$state/fake.log" 2>&1
+) &
 echo $! >"$state/pid"
 i=0
 while [ ! -s "$state/url" ]; do

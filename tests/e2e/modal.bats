@@ -1,0 +1,259 @@
+#!/usr/bin/env bats
+# The modal backend against the fake Modal (tests/fakes/modal), one fake per
+# test so each can inject its own faults: every fault ends in a clear
+# one-line error or is retried as the SDKs do, and never hangs.
+# Runs only with SBFS_TEST_BACKEND=modal; needs python3-grpcio and bwrap.
+
+load helpers
+load backend_modal
+
+FAKE_DIR=$SBFS_REPO/tests/fakes/modal
+
+setup() {
+	require_backend modal
+	sbfs_setup
+	export MODAL_TOKEN_ID=ak-fake MODAL_TOKEN_SECRET=as-fake MODAL_ENVIRONMENT=
+	unset MODAL_PROFILE MODAL_IMAGE_BUILDER_VERSION
+	export MODAL_CONFIG_PATH=$T/no-modal.toml
+}
+
+teardown() {
+	local rc=0
+	sbfs_teardown || rc=$?
+	if [[ -n ${FAKE:-} ]]; then
+		"$FAKE_DIR/stop-fake.sh" "$FAKE" || true
+	fi
+	return $rc
+}
+
+# start_fake [FAULTS_JSON]: a fresh fake Modal for this test.
+start_fake() {
+	FAKE=$T/fake
+	mkdir -p "$FAKE"
+	[[ -n ${1:-} ]] && printf '%s' "$1" >"$FAKE/faults.json"
+	MODAL_SERVER_URL=$("$FAKE_DIR/run-fake.sh" "$FAKE") || fail "fake Modal did not start" || return 1
+	export MODAL_SERVER_URL FAKE
+}
+
+set_faults() { printf '%s' "$1" >"$FAKE/faults.json"; }
+
+# calls METHOD: how many times the fake saw METHOD
+fake_calls() { grep -c "^$1 " "$FAKE/calls.log" || true; }
+
+# definition: the fake's record of the current mount's sandbox
+definition() {
+	local f
+	f=$(grep -l "\"name\": \"$SBFS_SANDBOX\"" "$FAKE"/sandboxes/*/definition.json | head -n1)
+	[[ -n $f ]] || fail "no sandbox record for $SBFS_SANDBOX" || return 1
+	cat "$f"
+}
+
+# try_mount [EXTRA_OPTS]: run a mount expected to fail; output in $output
+try_mount() {
+	mkdir -p "$T/mnt"
+	run timeout 90 sbfs -o "$(sbfs_opts mnt "${1:-}")" "$T/mnt"
+}
+
+@test "modal: mount, exec, write and list against the fake; destroy on unmount" {
+	start_fake
+	mount_sbfs
+	run definition
+	assert_output_has '"network": 2' # BLOCKED by default
+	assert_output_has '"timeout": 3600'
+	assert_output_has '"workdir": "/workspace"'
+	assert_output_has '"sbfs": "1"'
+	echo hello >"$MNT/a.txt"
+	run sb cat a.txt
+	assert_status 0
+	assert_eq "$output" hello
+	run ls -l "$MNT"
+	assert_output_has a.txt
+	local id=$SBFS_SANDBOX
+	modal_sandbox_exists "$id" || fail "sandbox $id is not running"
+	unmount_sbfs
+	poll 10 modal_sandbox_gone "$id" || fail "sandbox $id still runs after unmount"
+}
+
+@test "modal: no credentials is one line naming both fixes" {
+	start_fake
+	unset MODAL_TOKEN_ID MODAL_TOKEN_SECRET
+	try_mount
+	[[ $status -ne 0 ]] || fail "mount succeeded without credentials"
+	assert_output_has "no Modal credentials: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET or run \`modal token new\`"
+	nothing_left_behind "$T/mnt"
+}
+
+@test "modal: credentials from the active profile of the config file" {
+	start_fake
+	unset MODAL_TOKEN_ID MODAL_TOKEN_SECRET
+	printf '[default]\ntoken_id = "ak-wrong"\ntoken_secret = "as-wrong"\n[ci]\ntoken_id = "ak-fake"\ntoken_secret = "as-fake"\nactive = true\n' >"$T/modal.toml"
+	export MODAL_CONFIG_PATH=$T/modal.toml
+	mount_sbfs
+	run sb echo ok
+	assert_eq "$output" ok
+}
+
+@test "modal: rejected credentials say how to fix them" {
+	start_fake
+	export MODAL_TOKEN_SECRET=as-wrong
+	try_mount
+	[[ $status -ne 0 ]] || fail "mount succeeded with a bad token"
+	assert_output_has "Modal rejected the credentials"
+	assert_output_has "modal token new"
+	assert_eq "$(fake_calls AppGetOrCreate)" 1 "UNAUTHENTICATED must not be retried"
+	nothing_left_behind "$T/mnt"
+}
+
+@test "modal: a client-too-old rejection says to upgrade" {
+	start_fake '{"client_too_old": true}'
+	try_mount
+	[[ $status -ne 0 ]] || fail "mount succeeded"
+	assert_output_has "too old"
+	assert_output_has "upgrade sbfs"
+	nothing_left_behind "$T/mnt"
+}
+
+@test "modal: a trailers-only error is reported, not retried" {
+	start_fake '{"trailers_only": {"method": "SandboxCreate", "code": 8, "message": "sandbox quota exceeded"}}'
+	try_mount
+	[[ $status -ne 0 ]] || fail "mount succeeded"
+	assert_output_has "RESOURCE_EXHAUSTED: sandbox quota exceeded"
+	assert_eq "$(fake_calls SandboxCreate)" 1
+	nothing_left_behind "$T/mnt"
+}
+
+@test "modal: UNAVAILABLE twice is retried with one idempotency key" {
+	start_fake '{"unavailable": {"method": "AppGetOrCreate", "count": 2}}'
+	mount_sbfs
+	run grep '^AppGetOrCreate ' "$FAKE/calls.log"
+	assert_eq "$(wc -l <<<"$output")" 3
+	assert_eq "$(awk '{print $2}' <<<"$output" | sort -u | wc -l)" 1 "one idempotency key"
+	assert_eq "$(awk '{print $3}' <<<"$output" | tr '\n' ' ')" "0 1 2 "
+}
+
+@test "modal: UNAVAILABLE beyond the retries fails the mount clearly" {
+	start_fake '{"unavailable": {"method": "SandboxCreate", "count": 100}}'
+	SECONDS=0
+	try_mount
+	[[ $status -ne 0 ]] || fail "mount succeeded"
+	assert_output_has "Modal sandbox create failed: UNAVAILABLE"
+	assert_eq "$(fake_calls SandboxCreate)" 4 "3 retries"
+	((SECONDS < 30)) || fail "took ${SECONDS}s"
+	nothing_left_behind "$T/mnt"
+}
+
+@test "modal: a server throttle hint is waited out" {
+	start_fake '{"throttle": {"method": "AppGetOrCreate", "count": 2, "retry_after": 0.3}}'
+	mount_sbfs
+	assert_eq "$(fake_calls AppGetOrCreate)" 3
+}
+
+@test "modal: dropped output streams resume at their offset" {
+	start_fake
+	mount_sbfs
+	set_faults '{"drop_stream": {"count": 4}}'
+	run sb sh -c 'seq 1 30000; seq 1 20000 >&2'
+	assert_status 0
+	assert_eq "$(sb sh -c 'seq 1 30000' | md5sum)" "$(seq 1 30000 | md5sum)"
+	assert_eq "$(sb sh -c 'seq 1 20000 >&2' 2>&1 >/dev/null | md5sum)" "$(seq 1 20000 | md5sum)"
+}
+
+@test "modal: an expired router token is refreshed" {
+	start_fake
+	mount_sbfs
+	set_faults '{"expire_jwt": {"count": 1}}'
+	run sb echo after-refresh
+	assert_status 0
+	assert_eq "$output" after-refresh
+	[[ $(fake_calls TaskGetCommandRouterAccess) -ge 2 ]] || fail "no router access refresh"
+}
+
+@test "modal: a sandbox terminated mid-command ends sbexec with 125, and the mount with EIO" {
+	start_fake
+	mount_sbfs
+	set_faults '{"terminate_on_exec": {"match": "sleep", "after": 1.0, "count": 1}}'
+	SECONDS=0
+	run sb sleep 60
+	assert_status 125
+	assert_output_has "gone"
+	((SECONDS < 20)) || fail "sbexec took ${SECONDS}s"
+	run ls "$MNT"
+	[[ $status -ne 0 ]] || fail "ls on a dead sandbox succeeded"
+	unmount_sbfs
+}
+
+@test "modal: a command timeout gives 124 and keeps the sandbox" {
+	start_fake
+	mount_sbfs
+	run sb -t 1 sleep 30
+	assert_status 124
+	run sb echo still-here
+	assert_eq "$output" still-here
+}
+
+@test "modal: a guest SIGKILL is a signal, not a timeout" {
+	start_fake
+	mount_sbfs
+	run sb -t 30 sh -c 'kill -9 $$'
+	assert_status 137
+	run sb echo alive
+	assert_eq "$output" alive
+}
+
+@test "modal: an image that fails to build is a clear error" {
+	start_fake
+	try_mount image=bad:tag
+	[[ $status -ne 0 ]] || fail "mount succeeded"
+	assert_output_has "Modal image build of 'bad:tag' failed"
+	nothing_left_behind "$T/mnt"
+}
+
+@test "modal: network spec: allowlist needs egress_enforcement=sni" {
+	start_fake
+	try_mount allow_egress_to=pypi.org
+	[[ $status -ne 0 ]] || fail "mount succeeded"
+	assert_output_has "egress_enforcement=sni"
+	try_mount "network,allow_egress_to=pypi.org,egress_enforcement=sni"
+	[[ $status -ne 0 ]] || fail "mount succeeded"
+	assert_output_has "contradictory"
+	local bad
+	for bad in https://pypi.org pypi.org:443 10.0.0.1 localhost '*.*.example.com' 'a..b'; do
+		try_mount "allow_egress_to=$bad,egress_enforcement=sni"
+		[[ $status -ne 0 ]] || fail "allow_egress_to=$bad was accepted"
+		assert_output_has "not a bare hostname"
+	done
+	mount_sbfs -o "allow_egress_to=pypi.org:*.pythonhosted.org,egress_enforcement=sni"
+	run definition
+	assert_output_has '"network": 3'
+	assert_output_has '"domains": ["pypi.org", "*.pythonhosted.org"]'
+}
+
+@test "modal: spec fields reach SandboxCreate" {
+	start_fake
+	mount_sbfs -o "network,cpu=1.5,memory=2048,sandbox_timeout=600,idle_timeout=120,gpu=a10g:2,tag=team=ml"
+	run definition
+	assert_output_has '"network": 1'
+	assert_output_has '"timeout": 600'
+	assert_output_has '"idle": 120'
+	assert_output_has '"milli_cpu": 1500'
+	assert_output_has '"memory_mb": 2048'
+	assert_output_has '"gpu": "A10G"'
+	assert_output_has '"gpu_count": 2'
+	assert_output_has '"team": "ml"'
+}
+
+@test "modal: sweep terminates the sandbox of a killed daemon, and only that" {
+	start_fake
+	mount_sbfs -n live
+	local live=$SBFS_SANDBOX
+	mount_sbfs -n dead
+	local dead=$SBFS_SANDBOX
+	kill -KILL "$SBFS_PID"
+	poll 10 not_pid_alive "$SBFS_PID"
+	run sbfs sweep -o backend=modal
+	assert_status 0
+	assert_output_has "terminated"
+	poll 10 modal_sandbox_gone "$dead" || fail "orphan $dead still runs"
+	modal_sandbox_exists "$live" || fail "sweep terminated the live mount's sandbox"
+	fusermount3 -u -z "$T/dead" 2>/dev/null || true
+}
