@@ -203,8 +203,24 @@ int file_state_upload(struct file_state *f, struct sb_backend *b,
 	int r = sb_write_file(b, guest_path, f->fd, f->size, f->mode);
 	if (r < 0)
 		return f->upload_error = r;
-	f->dirty = false;
 	f->remote_exists = true;
+	f->remote_mtime = f->mtime;
 	f->upload_error = 0;
 	return 0;
+}
+
+void file_state_revalidate(struct file_state *f, off_t size,
+			   const struct timespec *mtime)
+{
+	if (f->dirty || (size == f->size && mtime->tv_sec == f->remote_mtime.tv_sec &&
+			 mtime->tv_nsec == f->remote_mtime.tv_nsec))
+		return;
+	range_set_clear(&f->present);
+	if (ftruncate(f->fd, 0) < 0) {
+		/* the ranges are what count; the bytes are rewritten */
+	}
+	f->size = size;
+	f->remote_mtime = *mtime;
+	f->seq_next = -1;
+	f->window = FILE_WINDOW_MIN;
 }

@@ -6,6 +6,7 @@
 #define SBFS_FILE_STATE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/types.h>
 #include <time.h>
@@ -26,7 +27,12 @@ struct file_state {
 	off_t size;              /* the file's current size */
 	mode_t mode;             /* permission bits, used when uploading new */
 	struct timespec mtime;   /* last local change, shown while dirty */
-	bool dirty;              /* local changes not yet uploaded */
+	struct timespec remote_mtime; /* mtime of the sandbox copy cached */
+	/* Local changes not yet uploaded. While set, the spool's size and
+	 * mtime are the file's; while clear, the node's cached attributes are,
+	 * and the spool is a cache of the sandbox copy named by remote_mtime
+	 * and size. Read without f->lock by attribute lookups: atomic. */
+	atomic_bool dirty;
 	bool written;            /* written or truncated since opened */
 	bool remote_exists;      /* the sandbox has the file */
 	bool unlinked;           /* removed while open: never uploaded */
@@ -54,8 +60,13 @@ ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
 ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
 			 off_t off);
 int file_state_truncate(struct file_state *f, off_t size);
+/* Drops the cached content when the sandbox's copy is no longer the one
+ * the spool holds (a clean spool only). */
+void file_state_revalidate(struct file_state *f, off_t size,
+			   const struct timespec *mtime);
 /* Uploads if dirty: fetches whatever part of the file the spool lacks,
- * then one write_file call. On failure the data stays and dirty stays. */
+ * then one write_file call. Leaves dirty set: the caller clears it once the
+ * node shows the uploaded size and mtime. On failure the data stays. */
 int file_state_upload(struct file_state *f, struct sb_backend *b,
 		      const char *guest_path);
 

@@ -76,22 +76,44 @@ void fs_map_attr(const struct fs *fs, struct stat *st)
 bool fs_attr_fresh(const struct fs *fs, const struct node *n,
 		   const struct timespec *now)
 {
-	return (n->file && n->attr_set) || node_attr_fresh(&fs->t, n, now);
+	return (n->file && n->file->dirty && n->attr_set) ||
+	       node_attr_fresh(&fs->t, n, now);
 }
 
 void fs_node_stat(const struct node *n, struct stat *st)
 {
 	*st = n->st;
 	st->st_ino = n->ino;
-	if (n->file) {
+	if (n->file && n->file->dirty) {
 		st->st_size = n->file->size;
 		st->st_blocks = (n->file->size + 511) / 512;
 		st->st_mode = (st->st_mode & S_IFMT) | n->file->mode;
-		if (n->file->dirty) {
-			st->st_mtim = n->file->mtime;
-			st->st_ctim = n->file->mtime;
-		}
+		st->st_mtim = n->file->mtime;
+		st->st_ctim = n->file->mtime;
 	}
+}
+
+int fs_upload_locked(struct fs *fs, struct node *n, struct file_state *f,
+		     const char *guest_path)
+{
+	if (!f->dirty || f->unlinked)
+		return 0;
+	int r = file_state_upload(f, fs->b, guest_path);
+	if (r < 0) {
+		sb_warn("upload of %s failed: %s (kept locally; retried at the "
+			"next sync, sbexec or unmount)", guest_path, strerror(-r));
+		return r;
+	}
+	/* The node shows the uploaded size and mtime before the spool stops
+	 * being authoritative, so no lookup sees the old size in between. */
+	pthread_mutex_lock(&fs->t.lock);
+	struct stat st;
+	fs_node_stat(n, &st);
+	struct timespec exp = fs_expiry(fs->cfg.attr_timeout);
+	node_set_attr(&fs->t, n, &st, NULL, &exp);
+	f->dirty = false;
+	pthread_mutex_unlock(&fs->t.lock);
+	return 0;
 }
 
 int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f)
@@ -102,14 +124,9 @@ int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f)
 		pthread_mutex_lock(&fs->t.lock);
 		char *path = fs_node_guest_path(fs, n, &r);
 		pthread_mutex_unlock(&fs->t.lock);
-		if (path) {
-			r = file_state_upload(f, fs->b, path);
-			if (r < 0)
-				sb_warn("upload of %s failed: %s (kept locally; "
-					"retried at the next sync, sbexec or unmount)",
-					path, strerror(-r));
-			free(path);
-		}
+		if (path)
+			r = fs_upload_locked(fs, n, f, path);
+		free(path);
 	}
 	pthread_mutex_unlock(&f->lock);
 	return r;

@@ -26,6 +26,10 @@ bool fs_attr_fresh(const struct fs *fs, const struct node *n,
 /* The node's attributes with the spool's size and mtime folded in. */
 void fs_node_stat(const struct node *n, struct stat *st);
 
+/* Uploads one node's dirty spool with f->lock held (table lock not) and
+ * records the new attributes. */
+int fs_upload_locked(struct fs *fs, struct node *n, struct file_state *f,
+		     const char *guest_path);
 /* Uploads one node's dirty spool. Takes the file lock; table lock NOT
  * held. The state must be pinned or held by a handle. */
 int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f);

@@ -383,7 +383,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	    (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
 		/* An upload would reset the times: upload first. */
 		if (f && f->dirty)
-			err = file_state_upload(f, fs->b, path);
+			err = fs_upload_locked(fs, n, f, path);
 		struct timespec ts[2] = {{0, UTIME_OMIT}, {0, UTIME_OMIT}};
 		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
 			ts[0].tv_nsec = UTIME_NOW;
@@ -718,11 +718,13 @@ static int open_handle(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 					 n->cached_mtime.tv_sec == n->st.st_mtim.tv_sec &&
 					 n->cached_mtime.tv_nsec == n->st.st_mtim.tv_nsec)
 					fi->keep_cache = 1;
-				if (created && n->file)
-					n->file->dirty = true;
+				if (n->file) {
+					n->file->remote_mtime = n->st.st_mtim;
+					n->file->dirty = created;
+				}
 			}
 		}
-	} else {
+	} else if (n->file->dirty) {
 		fi->keep_cache = 1; /* the spool is shared: same content */
 	}
 	struct file_state *f = n && err == 0 ? n->file : NULL;
@@ -851,7 +853,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		int err = 0;
 		pthread_mutex_lock(&fs->t.lock);
 		path = fs_node_guest_path(fs, n, &err);
+		off_t remote_size = n->st.st_size;
+		struct timespec remote_mtime = n->st.st_mtim;
 		pthread_mutex_unlock(&fs->t.lock);
+		/* The sandbox may have changed the file since the spool was
+		 * filled (an sbexec, a refresh): then its cache goes. */
+		if (path)
+			file_state_revalidate(f, remote_size, &remote_mtime);
 		/* An unlinked file is read from what the spool holds. */
 		if (!path && !f->unlinked)
 			r = err;
@@ -906,14 +914,6 @@ static void upload_reply(fuse_req_t req, fuse_ino_t ino,
 	bool wait = is_flush && f && !f->remote_exists && !f->written;
 	if (f && !wait)
 		err = fs_upload_file(fs, n, f);
-	if (f && err == 0 && !wait) {
-		/* The sandbox now has our content: what we show is current. */
-		pthread_mutex_lock(&fs->t.lock);
-		struct stat st;
-		fs_node_stat(n, &st);
-		record_attr(fs, n, &st, NULL);
-		pthread_mutex_unlock(&fs->t.lock);
-	}
 	if (f)
 		unpin_file(fs, ino);
 	fuse_reply_err(req, -err);

@@ -215,6 +215,16 @@ teardown() {
 	assert_eq "$(stat -c %s "$MNT/f")" 11
 }
 
+@test "coherence: a file held open on the host is read fresh after the sandbox rewrites it" {
+	echo old-content >"$MNT/held"
+	exec 7<"$MNT/held"
+	assert_eq "$(cat "$MNT/held")" old-content
+	sb sh -c 'echo brand-new-content > /workspace/held'
+	# a new open shares the held file's spool: it must not serve the old bytes
+	assert_eq "$(cat "$MNT/held")" brand-new-content
+	exec 7<&-
+}
+
 @test "coherence: deletes and renames in the sandbox are seen on the mount at once" {
 	mkdir "$MNT/d"
 	echo x >"$MNT/d/a"
