@@ -22,14 +22,15 @@ teardown() {
 	sbfs_teardown || rc=$?
 	if [[ -n ${FAKE:-} ]]; then
 		"$FAKE_DIR/stop-fake.sh" "$FAKE" || true
+		rm -rf "$FAKE"
 	fi
 	return $rc
 }
 
-# start_fake [FAULTS_JSON]: a fresh fake Modal for this test.
+# start_fake [FAULTS_JSON]: a fresh fake Modal for this test. Its state is
+# outside $T, which sbfs_teardown deletes while the fake must still answer.
 start_fake() {
-	FAKE=$T/fake
-	mkdir -p "$FAKE"
+	FAKE=$(mktemp -d "${BATS_TMPDIR:-/tmp}/sbfs-fake-modal.XXXXXX")
 	[[ -n ${1:-} ]] && printf '%s' "$1" >"$FAKE/faults.json"
 	MODAL_SERVER_URL=$("$FAKE_DIR/run-fake.sh" "$FAKE") || fail "fake Modal did not start" || return 1
 	export MODAL_SERVER_URL FAKE

@@ -665,7 +665,7 @@ def main():
         for sb in list(SANDBOXES.values()):
             sb.terminate()
         server.stop(0)
-        sys.exit(0)
+        os._exit(0)  # the worker threads are not daemons: don't wait for them
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     server.wait_for_termination()
