@@ -1006,7 +1006,7 @@ static int load_listing(struct fs *fs, uint64_t ino)
 		if (!c)
 			break;
 		c->seen_mark = mark;
-		if (!c->file) {
+		if (!c->file || !c->file->dirty) {
 			fs_map_attr(fs, &d->st);
 			node_set_attr(&fs->t, c, &d->st, d->link_target, &exp);
 		}
