@@ -104,13 +104,16 @@ int fs_upload_locked(struct fs *fs, struct node *n, struct file_state *f,
 			"next sync, sbexec or unmount)", guest_path, strerror(-r));
 		return r;
 	}
-	/* The node shows the uploaded size and mtime before the spool stops
-	 * being authoritative, so no lookup sees the old size in between. */
+	/* The node shows the uploaded size before the spool stops being
+	 * authoritative, so no lookup sees the old size in between. The
+	 * attributes are recorded already expired: the sandbox gave the file
+	 * its own mtime, and the next stat shows that one from then on (an
+	 * editor compares mtimes across its reads and writes). */
 	pthread_mutex_lock(&fs->t.lock);
 	struct stat st;
 	fs_node_stat(n, &st);
-	struct timespec exp = fs_expiry(fs->cfg.attr_timeout);
-	node_set_attr(&fs->t, n, &st, NULL, &exp);
+	struct timespec now = fs_now();
+	node_set_attr(&fs->t, n, &st, NULL, &now);
 	f->dirty = false;
 	pthread_mutex_unlock(&fs->t.lock);
 	return 0;

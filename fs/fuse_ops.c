@@ -42,7 +42,9 @@ static void fill_entry(const struct fs *fs, const struct node *n,
 	memset(e, 0, sizeof *e);
 	e->ino = n->ino;
 	fs_node_stat(n, &e->attr);
-	e->attr_timeout = fs->cfg.attr_timeout;
+	struct timespec now = fs_now();
+	/* Attributes we know to be stale are shown but not cached. */
+	e->attr_timeout = fs_attr_fresh(fs, n, &now) ? fs->cfg.attr_timeout : 0;
 	e->entry_timeout = fs->cfg.attr_timeout;
 }
 

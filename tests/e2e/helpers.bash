@@ -270,6 +270,9 @@ kill_sandbox() {
 	docker)
 		docker kill "$SBFS_SANDBOX" >/dev/null
 		;;
+	modal)
+		modal_sandbox_kill "$SBFS_SANDBOX"
+		;;
 	*)
 		skip "kill_sandbox not implemented for backend $SBFS_TEST_BACKEND"
 		;;
@@ -287,6 +290,9 @@ sandbox_gone_check() {
 		local id
 		id=$(cat "$rec/sandbox")
 		[[ -z $(docker ps -aq --filter "name=^/${id}\$" 2>/dev/null) ]]
+		;;
+	modal)
+		modal_sandbox_gone "$(cat "$rec/sandbox")"
 		;;
 	*) return 0 ;;
 	esac
@@ -435,3 +441,7 @@ assert_output_has() {
 sb() {
 	sbexec -m "$MNT" "$@"
 }
+
+if [[ $SBFS_TEST_BACKEND == modal ]]; then
+	source "$BATS_TEST_DIRNAME/backend_modal.bash"
+fi
