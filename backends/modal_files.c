@@ -6,6 +6,7 @@
  * helper is missing (an image without Modal's runtime, exit 126/127) the
  * generic shell implementation takes over. */
 #include "modal.h"
+#include "output_capture.h"
 #include "shell_ops.h"
 #include "util/log.h"
 
@@ -19,48 +20,18 @@
 #define ERR_MAX 4096
 #define FS_TIMEOUT_S 300.0
 
-struct cap {
-	char *data;
-	size_t len, cap, limit;
-	bool keep_head; /* stderr: keep what fits, never abort */
-};
-
-static int cap_cb(void *arg, const char *d, size_t n)
-{
-	struct cap *c = arg;
-	if (c->len + n > c->limit) {
-		if (!c->keep_head)
-			return -EFBIG;
-		n = c->limit - c->len;
-	}
-	if (c->len + n + 1 > c->cap) {
-		size_t cap = c->cap ? c->cap : 4096;
-		while (cap < c->len + n + 1)
-			cap *= 2;
-		char *p = realloc(c->data, cap);
-		if (!p)
-			return -ENOMEM;
-		c->data = p;
-		c->cap = cap;
-	}
-	memcpy(c->data + c->len, d, n);
-	c->len += n;
-	c->data[c->len] = '\0';
-	return 0;
-}
-
 struct both {
-	struct cap out, err;
+	struct output_capture out, err;
 };
 
 static int out_cb(void *arg, const char *d, size_t n)
 {
-	return cap_cb(&((struct both *)arg)->out, d, n);
+	return output_capture_cb(&((struct both *)arg)->out, d, n);
 }
 
 static int err_cb(void *arg, const char *d, size_t n)
 {
-	return cap_cb(&((struct both *)arg)->err, d, n);
+	return output_capture_cb(&((struct both *)arg)->err, d, n);
 }
 
 int modal_fs_errno(const char *stderr_json, size_t len)
@@ -86,7 +57,7 @@ int modal_fs_errno(const char *stderr_json, size_t len)
 /* Runs the helper with one JSON command. 1 = helper missing (use the
  * shell), 0 = ok, <0 = errno. */
 static int fs_tools(struct sb_backend *b, const char *op, const char *path,
-		    json_t *cmd, int fd, off_t size, struct cap *out)
+		    json_t *cmd, int fd, off_t size, struct output_capture *out)
 {
 	struct modal *m = b->priv;
 	if (m->fs_tools_missing)
@@ -198,8 +169,10 @@ int modal_parse_file_list(const char *text, size_t len, struct sb_dirlist *out)
 		d->st.st_nlink = S_ISDIR(mode) ? 2 : 1;
 		d->st.st_size = (off_t)json_integer_value(json_object_get(e, "size"));
 		double mt = json_number_value(json_object_get(e, "modified_time"));
+		/* Whole seconds, as the shell stat gives them: one file must
+		 * not show two mtimes depending on which call saw it last. */
 		d->st.st_mtim.tv_sec = (time_t)mt;
-		d->st.st_mtim.tv_nsec = (long)((mt - (double)(time_t)mt) * 1e9);
+		d->st.st_mtim.tv_nsec = 0;
 		d->st.st_atim = d->st.st_ctim = d->st.st_mtim;
 		d->st.st_uid = id_of(json_object_get(e, "owner"));
 		d->st.st_gid = id_of(json_object_get(e, "group"));
@@ -218,7 +191,7 @@ int modal_parse_file_list(const char *text, size_t len, struct sb_dirlist *out)
 int modal_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out)
 {
 	json_t *cmd = json_pack("{s:{s:s}}", "ListFiles", "path", path);
-	struct cap c = {0};
+	struct output_capture c = {0};
 	int rc = cmd ? fs_tools(b, "list", path, cmd, -1, -1, &c) : 1;
 	if (rc == 1)
 		return shell_list_dir(b, path, out);

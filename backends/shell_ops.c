@@ -10,6 +10,7 @@
  *   126/127 tool missing or not runnable -> ENOTSUP (tool named in the log)
  */
 #include "shell_ops.h"
+#include "output_capture.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -43,42 +44,6 @@
 #define READ_LINK_INTO_T                                                      \
 	"t=$(readlink -- \"$f\"; echo x); t=${t%x}; t=${t%?}\n"
 
-struct capture {
-	char *data;
-	size_t len, cap, limit;
-	bool truncate; /* stderr: keep the head, never abort */
-};
-
-static int capture_cb(void *arg, const char *d, size_t n)
-{
-	struct capture *c = arg;
-	if (c->len + n > c->limit) {
-		if (!c->truncate)
-			return -EFBIG;
-		n = c->limit - c->len;
-	}
-	if (c->len + n + 1 > c->cap) {
-		size_t cap = c->cap ? c->cap : 4096;
-		while (cap < c->len + n + 1)
-			cap *= 2;
-		char *p = realloc(c->data, cap);
-		if (!p)
-			return -ENOMEM;
-		c->data = p;
-		c->cap = cap;
-	}
-	memcpy(c->data + c->len, d, n);
-	c->len += n;
-	c->data[c->len] = '\0';
-	return 0;
-}
-
-static void capture_free(struct capture *c)
-{
-	free(c->data);
-	memset(c, 0, sizeof(*c));
-}
-
 static int status_to_errno(int code)
 {
 	switch (code) {
@@ -100,7 +65,7 @@ static int status_to_errno(int code)
 struct route {
 	sb_output_fn out_fn;
 	void *out_arg;
-	struct capture err;
+	struct output_capture err;
 };
 
 static int route_out(void *arg, const char *d, size_t n)
@@ -112,7 +77,7 @@ static int route_out(void *arg, const char *d, size_t n)
 static int route_err(void *arg, const char *d, size_t n)
 {
 	struct route *r = arg;
-	return capture_cb(&r->err, d, n);
+	return output_capture_cb(&r->err, d, n);
 }
 
 /* Runs `sh -c PRELUDE+script sh args...` in the guest through the raw exec
@@ -134,7 +99,7 @@ static int run_script(struct sb_backend *b, const char *what,
 	static const char *const env[] = {"LC_ALL=C", NULL};
 	struct route r = {
 		.out_fn = on_out, .out_arg = out_arg,
-		.err = {.limit = ERR_OUT_MAX, .truncate = true},
+		.err = {.limit = ERR_OUT_MAX, .keep_head = true},
 	};
 	struct sb_exec_req req = {
 		.argv = argv,
@@ -166,15 +131,15 @@ static int run_script(struct sb_backend *b, const char *what,
 			res.term_signal ? ", signalled" : "",
 			(int)strcspn(r.err.data ? r.err.data : "", "\n"),
 			r.err.data ? r.err.data : "");
-	capture_free(&r.err);
+	output_capture_free(&r.err);
 	return rc;
 }
 
 static int run_capture(struct sb_backend *b, const char *what,
 		       const char *script, const char *const *args,
-		       struct capture *out)
+		       struct output_capture *out)
 {
-	return run_script(b, what, script, args, -1, capture_cb, out);
+	return run_script(b, what, script, args, -1, output_capture_cb, out);
 }
 
 /* Paths must be absolute guest paths: that also keeps any of them from
@@ -525,7 +490,7 @@ int shell_list_dir(struct sb_backend *b, const char *path,
 	const char *args[] = {path, NULL};
 	int rc = -EAGAIN;
 	for (int attempt = 0; attempt < LIST_RETRIES && rc == -EAGAIN; attempt++) {
-		struct capture c = {.limit = LIST_OUT_MAX};
+		struct output_capture c = {.limit = LIST_OUT_MAX};
 		rc = run_capture(b, "list", script, args, &c);
 		if (rc == 0)
 			rc = shell_parse_list(c.data ? c.data : "", c.len, out);
@@ -533,7 +498,7 @@ int shell_list_dir(struct sb_backend *b, const char *path,
 		 * change in the guest: try again */
 		if (rc == -EPROTO && attempt + 1 < LIST_RETRIES)
 			rc = -EAGAIN;
-		capture_free(&c);
+		output_capture_free(&c);
 	}
 	return rc == -EAGAIN ? -EIO : rc;
 }
@@ -551,7 +516,7 @@ int shell_stat(struct sb_backend *b, const char *path, struct stat *st,
 		"stat -c '" STAT_FMT "' -- \"$f\" || exit 106\n"
 		"if [ -L \"$f\" ]; then " READ_LINK_INTO_T "printf '%s' \"$t\"; fi\n";
 	const char *args[] = {path, NULL};
-	struct capture c = {.limit = STAT_OUT_MAX};
+	struct output_capture c = {.limit = STAT_OUT_MAX};
 	int rc = run_capture(b, "stat", script, args, &c);
 	if (rc == 0) {
 		const char *nl = c.data ? memchr(c.data, '\n', c.len) : NULL;
@@ -564,7 +529,7 @@ int shell_stat(struct sb_backend *b, const char *path, struct stat *st,
 		    !(*link_target = strndup(nl + 1, rest)))
 			rc = -ENOMEM;
 	}
-	capture_free(&c);
+	output_capture_free(&c);
 	return rc;
 }
 
@@ -710,13 +675,13 @@ int shell_readlink(struct sb_backend *b, const char *path, char **target)
 		"f=$1; if [ ! -L \"$f\" ]; then ex \"$f\" && exit 101; miss \"$f\"; fi\n"
 		READ_LINK_INTO_T "printf '%s' \"$t\"\n";
 	const char *args[] = {path, NULL};
-	struct capture c = {.limit = STAT_OUT_MAX};
+	struct output_capture c = {.limit = STAT_OUT_MAX};
 	int rc = run_capture(b, "readlink", script, args, &c);
 	if (rc == 0 && (c.len == 0 || memchr(c.data, '\0', c.len)))
 		rc = -EPROTO;
 	if (rc == 0 && !(*target = strndup(c.data, c.len)))
 		rc = -ENOMEM;
-	capture_free(&c);
+	output_capture_free(&c);
 	return rc;
 }
 
@@ -729,10 +694,10 @@ int shell_statfs(struct sb_backend *b, const char *path, struct statvfs *st)
 		"ex \"$1\" || miss \"$1\"\n"
 		"stat -f -c '%b %a %f %S %c %d %l' -- \"$1\" || exit 106\n";
 	const char *args[] = {path, NULL};
-	struct capture c = {.limit = STAT_OUT_MAX};
+	struct output_capture c = {.limit = STAT_OUT_MAX};
 	int rc = run_capture(b, "statfs", script, args, &c);
 	if (rc == 0)
 		rc = shell_parse_statfs(c.data, c.len, st);
-	capture_free(&c);
+	output_capture_free(&c);
 	return rc;
 }

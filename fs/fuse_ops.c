@@ -155,20 +155,29 @@ static int load_listing(struct fs *fs, uint64_t ino);
  * a lookup. */
 #define LOOKUP_SCAN_MAX_ENTRIES 10000
 
-/* Counts a lookup that missed the cache in directory p; true when this is
- * not the first such miss within the attribute timeout and the directory
- * is not known to be huge. Table lock held. */
-static bool lookups_scan(struct fs *fs, struct node *p, const struct timespec *now)
+/* True when a lookup in directory p should list p instead of asking for
+ * one name: a name there was already found missing within the attribute
+ * timeout (a create loop asks for one new name after another) and the
+ * directory is not known to be huge. Table lock held. */
+static bool lookups_scan(struct fs *fs, const struct node *p,
+			 const struct timespec *now)
 {
+	(void)fs;
 	bool recent = p->lookup_misses > 0 &&
 		      (now->tv_sec < p->miss_expires.tv_sec ||
 		       (now->tv_sec == p->miss_expires.tv_sec &&
 			now->tv_nsec < p->miss_expires.tv_nsec));
-	if (!recent)
-		p->lookup_misses = 0;
+	return recent && p->list_entries <= LOOKUP_SCAN_MAX_ENTRIES;
+}
+
+/* Remembers that a name was missing in directory ino. Table lock held. */
+static void note_missing(struct fs *fs, uint64_t ino)
+{
+	struct node *p = node_by_ino(&fs->t, ino);
+	if (!p)
+		return;
 	p->lookup_misses++;
 	p->miss_expires = fs_expiry(fs->cfg.attr_timeout);
-	return recent && p->list_entries <= LOOKUP_SCAN_MAX_ENTRIES;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -196,8 +205,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		else
 			n = refresh_attr(fs, p, name, n, &err);
 	} else if (lookups_scan(fs, p, &now)) {
-		/* Several names asked in one directory (a create loop, a tree
-		 * walk): one listing answers them all. */
+		/* One listing answers the next names asked too. */
 		err = load_listing(fs, parent);
 		p = node_by_ino(&fs->t, parent);
 		n = p && err == 0 ? node_child(&fs->t, p, name) : NULL;
@@ -205,6 +213,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			err = -ENOENT;
 	} else {
 		n = refresh_attr(fs, p, name, n, &err);
+		if (err == -ENOENT)
+			note_missing(fs, parent);
 	}
 	if (err == 0 && n) {
 		n->nlookup++;

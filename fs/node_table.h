@@ -49,7 +49,7 @@ struct node {
 
 	uint64_t seen_mark;        /* last listing that named this node */
 	size_t list_entries;       /* size of the last listing */
-	unsigned lookup_misses;    /* uncached lookups in this directory... */
+	unsigned lookup_misses;    /* names found missing in this directory... */
 	struct timespec miss_expires; /* ...counted until then */
 
 	struct file_state *file;   /* spool shared by open handles */
