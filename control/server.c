@@ -1,6 +1,6 @@
 /* The control server: one thread accepts, one thread per connection serves
- * exactly one request, and an exec adds a reader thread that forwards
- * stdin and notices kills and disconnects while the command runs. */
+ * exactly one request (status, sync and refresh here; exec in
+ * exec_session.c). */
 #include "server.h"
 
 #include <errno.h>
@@ -20,49 +20,7 @@
 #include "../util/log.h"
 #include "frame.h"
 
-/* A hostile or buggy client must not make the daemon hold unbounded
- * argument data. */
-#define MAX_ARGS 4096
-#define MAX_ENV 4096
-#define MAX_REQUEST_BYTES (1u << 20)
-
-struct conn {
-	struct control_server *s;
-	int fd;
-	pthread_t thread;
-	struct frame_writer w;
-	/* Readable = kill the running command. Lives as long as the conn, so
-	 * control_server_stop can write it at any moment. */
-	int cancel[2];
-	bool finished; /* under s->mu; the accept thread then joins and frees */
-	struct conn *next;
-};
-
-struct control_server {
-	int lfd;
-	int wake[2]; /* wakes the accept thread's poll on stop */
-	pthread_t accept_thread;
-	char *path;
-	char *mount;
-	struct sb_backend *b;
-	struct control_hooks hooks;
-	pthread_mutex_t mu;
-	struct conn *conns;
-	bool stopping;
-};
-
-struct request {
-	char op[16];
-	double timeout;
-	bool want_stdin;
-	char **argv; /* NULL-terminated */
-	size_t argc;
-	char **env;  /* NULL-terminated */
-	size_t envc;
-	char *cwd;     /* C: mount-relative; NULL = root */
-	char *workdir; /* W */
-	size_t bytes;
-};
+#include "server_internal.h"
 
 /* ---- socket folder ---- */
 
@@ -296,7 +254,7 @@ static void reply_json(struct conn *c, json_t *obj)
 	json_decref(obj);
 }
 
-static void reply_error(struct conn *c, char frame_type, const char *msg)
+void control_reply_error(struct conn *c, char frame_type, const char *msg)
 {
 	json_t *o = frame_type == FRAME_EXIT
 			    ? json_pack("{s:i,s:i,s:b,s:b,s:b,s:s}", "exit_code", 125,
@@ -310,7 +268,7 @@ static void reply_error(struct conn *c, char frame_type, const char *msg)
 	json_decref(o);
 }
 
-static void cancel_conn(struct conn *c)
+void control_cancel_conn(struct conn *c)
 {
 	char x = 'k';
 	/* Non-blocking and never read: once written, it stays readable. */
@@ -357,7 +315,7 @@ static void do_status(struct conn *c)
 	reply_json(c, o);
 }
 
-static int flush_all(struct control_server *s, char *msg, size_t msglen)
+int control_flush_all(struct control_server *s, char *msg, size_t msglen)
 {
 	msg[0] = '\0';
 	if (!s->hooks.flush_all)
@@ -368,7 +326,7 @@ static int flush_all(struct control_server *s, char *msg, size_t msglen)
 	return rc;
 }
 
-static void invalidate(struct control_server *s, const char *relpath)
+void control_invalidate(struct control_server *s, const char *relpath)
 {
 	if (s->hooks.invalidate)
 		s->hooks.invalidate(s->hooks.arg, relpath);
@@ -377,10 +335,10 @@ static void invalidate(struct control_server *s, const char *relpath)
 static void do_sync(struct conn *c)
 {
 	char msg[SB_REASON_MAX];
-	if (flush_all(c->s, msg, sizeof msg) < 0) {
+	if (control_flush_all(c->s, msg, sizeof msg) < 0) {
 		char full[SB_REASON_MAX + 64];
 		snprintf(full, sizeof full, "could not upload pending files: %s", msg);
-		reply_error(c, FRAME_JSON, full);
+		control_reply_error(c, FRAME_JSON, full);
 		return;
 	}
 	reply_json(c, json_pack("{s:b}", "ok", 1));
@@ -388,335 +346,9 @@ static void do_sync(struct conn *c)
 
 static void do_refresh(struct conn *c, const struct request *rq)
 {
-	invalidate(c->s, rq->cwd ? rq->cwd : "");
+	control_invalidate(c->s, rq->cwd ? rq->cwd : "");
 	reply_json(c, json_pack("{s:b}", "ok", 1));
 }
-
-/* ---- exec ---- */
-
-/* workdir + the normalised mount-relative cwd, then -w on top. NULL with
- * a message if rel climbs out of the mount root. */
-static char *map_cwd(const char *workdir, const char *rel, const char *w,
-		     char *msg, size_t msglen)
-{
-	size_t cap = strlen(workdir) + (rel ? strlen(rel) : 0) +
-		     (w ? strlen(w) : 0) + 4;
-	char *out = malloc(cap);
-	if (!out) {
-		snprintf(msg, msglen, "out of memory");
-		return NULL;
-	}
-	size_t base = (size_t)snprintf(out, cap, "%s", workdir);
-	while (base > 1 && out[base - 1] == '/')
-		out[--base] = '\0';
-	size_t n = base;
-	for (const char *p = rel ? rel : ""; *p;) {
-		while (*p == '/')
-			p++;
-		size_t clen = strcspn(p, "/");
-		if (clen == 0 || (clen == 1 && p[0] == '.')) {
-			p += clen;
-			continue;
-		}
-		if (clen == 2 && p[0] == '.' && p[1] == '.') {
-			if (n == base) {
-				snprintf(msg, msglen, "the directory is outside the mount root");
-				free(out);
-				return NULL;
-			}
-			while (n > base && out[n - 1] != '/')
-				n--;
-			n--; /* the slash itself */
-			out[n] = '\0';
-			p += clen;
-			continue;
-		}
-		if (n > 1 || out[0] != '/')
-			out[n++] = '/';
-		memcpy(out + n, p, clen);
-		n += clen;
-		out[n] = '\0';
-		p += clen;
-	}
-	if (w) {
-		if (!*w) {
-			snprintf(msg, msglen, "-w needs a directory");
-			free(out);
-			return NULL;
-		}
-		if (w[0] == '/') {
-			snprintf(out, cap, "%s", w);
-		} else {
-			if (n > 1 || out[0] != '/')
-				out[n++] = '/';
-			snprintf(out + n, cap - n, "%s", w);
-		}
-	}
-	return out;
-}
-
-struct exec_io {
-	struct conn *c;
-	int stdin_w;  /* -1 once closed or when stdin is not forwarded */
-	int done[2];  /* written once the command has ended */
-	atomic_bool client_gone;
-};
-
-static void close_stdin(struct exec_io *io)
-{
-	if (io->stdin_w >= 0) {
-		close(io->stdin_w);
-		io->stdin_w = -1;
-	}
-}
-
-/* Writes stdin bytes without ever blocking blind: while the command is not
- * reading, a half-close from the client (its Ctrl-C) or the command's end
- * must still be noticed. 0 = written or dropped, 1 = the command ended,
- * -1 = the client is gone. */
-static int feed_stdin(struct exec_io *io, const char *p, size_t len)
-{
-	while (len > 0 && io->stdin_w >= 0) {
-		ssize_t n = write(io->stdin_w, p, len);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno != EAGAIN) {
-			/* The command closed its stdin: the rest is dropped,
-			 * as a local pipe would. */
-			close_stdin(io);
-			return 0;
-		}
-		struct pollfd pf[3] = {{.fd = io->stdin_w, .events = POLLOUT},
-				       {.fd = io->c->fd, .events = POLLRDHUP},
-				       {.fd = io->done[0], .events = POLLIN}};
-		if (poll(pf, 3, -1) < 0 && errno != EINTR)
-			return -1;
-		if (pf[2].revents)
-			return 1;
-		if (pf[1].revents)
-			return -1;
-	}
-	return 0;
-}
-
-static void *exec_reader(void *arg)
-{
-	struct exec_io *io = arg;
-	struct conn *c = io->c;
-	/* Writing to a stdin pipe the command closed must be EPIPE here, not
-	 * a SIGPIPE for the daemon. This thread never forks, so the mask
-	 * cannot leak into a command. */
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-
-	for (;;) {
-		struct pollfd pf[2] = {{.fd = c->fd, .events = POLLIN},
-				       {.fd = io->done[0], .events = POLLIN}};
-		if (poll(pf, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (pf[1].revents)
-			break;
-		struct frame f;
-		int rc = frame_read(c->fd, &f);
-		if (rc <= 0) {
-			atomic_store(&io->client_gone, true);
-			cancel_conn(c);
-			break;
-		}
-		int fed = 0;
-		switch (f.type) {
-		case FRAME_STDIN:
-			fed = feed_stdin(io, f.data, f.len);
-			break;
-		case FRAME_STDIN_EOF:
-			close_stdin(io);
-			break;
-		case FRAME_KILL:
-			cancel_conn(c);
-			break;
-		default:
-			sb_warn("control: unexpected frame 0x%02x during a command; killing it",
-				f.type);
-			cancel_conn(c);
-			fed = -1;
-		}
-		frame_free(&f);
-		if (fed < 0) {
-			/* A half-closed client still reads our output. */
-			cancel_conn(c);
-			break;
-		}
-		if (fed > 0)
-			break;
-	}
-	close_stdin(io);
-	return NULL;
-}
-
-static int send_output(struct exec_io *io, uint8_t type, const char *data,
-		       size_t len)
-{
-	if (len == 0)
-		return 0;
-	int rc = frame_write_chunked(&io->c->w, type, data, len);
-	if (rc < 0) {
-		/* Nobody is listening any more: have the command killed. */
-		atomic_store(&io->client_gone, true);
-		return rc;
-	}
-	return 0;
-}
-
-static int on_stdout(void *arg, const char *data, size_t len)
-{
-	return send_output(arg, FRAME_STDOUT, data, len);
-}
-
-static int on_stderr(void *arg, const char *data, size_t len)
-{
-	return send_output(arg, FRAME_STDERR, data, len);
-}
-
-static void send_exit(struct conn *c, const struct sb_exec_result *res,
-		      const char *error)
-{
-	json_t *o = json_pack("{s:i,s:i,s:b,s:b,s:b,s:f}", "exit_code", res->exit_code,
-			      "signal", res->term_signal, "timed_out", res->timed_out,
-			      "cancelled", res->cancelled, "sandbox_terminated",
-			      res->sandbox_terminated, "timeout_applied",
-			      res->timeout_applied_s);
-	if (!o)
-		return;
-	if (error)
-		json_object_set_new(o, "error", json_string(error));
-	if (frame_write_json(&c->w, FRAME_EXIT, o) < 0)
-		sb_debug("control: a client left before its exit status");
-	json_decref(o);
-}
-
-static void do_exec(struct conn *c, const struct request *rq)
-{
-	struct control_server *s = c->s;
-	struct sb_backend *b = s->b;
-	char msg[SB_REASON_MAX], err[SB_REASON_MAX + 96];
-
-	if (rq->argc == 0) {
-		reply_error(c, FRAME_EXIT, "no command given");
-		return;
-	}
-	char *cwd = map_cwd(b->spec.workdir ? b->spec.workdir : SB_DEFAULT_WORKDIR,
-			    rq->cwd, rq->workdir, msg, sizeof msg);
-	if (!cwd) {
-		reply_error(c, FRAME_EXIT, msg);
-		return;
-	}
-	if (sb_backend_is_dead(b)) {
-		snprintf(err, sizeof err, "sandbox is unusable: %s", b->dead_reason);
-		reply_error(c, FRAME_EXIT, err);
-		free(cwd);
-		return;
-	}
-	if (flush_all(s, msg, sizeof msg) < 0) {
-		snprintf(err, sizeof err,
-			 "could not upload pending files before the command: %s", msg);
-		invalidate(s, "");
-		reply_error(c, FRAME_EXIT, err);
-		free(cwd);
-		return;
-	}
-
-	struct exec_io io = {.c = c, .stdin_w = -1, .done = {-1, -1}};
-	int stdin_pipe[2] = {-1, -1};
-	pthread_t reader;
-	int rc;
-	/* CLOEXEC: a command that inherited our write end would never see
-	 * stdin EOF. */
-	if (pipe2(io.done, O_CLOEXEC) < 0 ||
-	    (rq->want_stdin && pipe2(stdin_pipe, O_CLOEXEC) < 0)) {
-		snprintf(err, sizeof err, "could not run the command: %s", strerror(errno));
-		goto setup_failed;
-	}
-	if (rq->want_stdin) {
-		io.stdin_w = stdin_pipe[1];
-		stdin_pipe[1] = -1;
-		fcntl(io.stdin_w, F_SETFL, O_NONBLOCK);
-	}
-	if ((rc = pthread_create(&reader, NULL, exec_reader, &io)) != 0) {
-		snprintf(err, sizeof err, "could not run the command: %s", strerror(rc));
-		goto setup_failed;
-	}
-
-	struct sb_exec_req req = {
-		.argv = (const char *const *)rq->argv,
-		.cwd = cwd,
-		.env = (const char *const *)rq->env,
-		.stdin_fd = stdin_pipe[0],
-		.timeout_s = rq->timeout,
-		.on_stdout = on_stdout,
-		.on_stderr = on_stderr,
-		.cb_arg = &io,
-		.cancel_fd = c->cancel[0],
-	};
-	struct sb_exec_result res = {0};
-	pthread_mutex_lock(&s->mu);
-	bool stopping = s->stopping;
-	pthread_mutex_unlock(&s->mu);
-	rc = stopping ? -ECANCELED : sb_exec(b, &req, &res);
-
-	char x = 'd';
-	if (write(io.done[1], &x, 1) < 0)
-		sb_debug("control: done pipe: %s", strerror(errno));
-	/* The command may have changed anything under the mount. */
-	invalidate(s, "");
-	if (rc < 0 && atomic_load(&io.client_gone)) {
-		/* aborted because nobody is listening: nobody to tell */
-	} else if (rc < 0 && sb_backend_is_dead(b)) {
-		snprintf(err, sizeof err, "sandbox is unusable: %s", b->dead_reason);
-		reply_error(c, FRAME_EXIT, err);
-	} else if (rc < 0) {
-		snprintf(err, sizeof err, "could not run the command: %s",
-			 rc == -ECANCELED ? "the sbfs daemon is shutting down"
-			 : b->error[0]    ? b->error
-					  : strerror(-rc));
-		reply_error(c, FRAME_EXIT, err);
-	} else if (res.sandbox_terminated) {
-		snprintf(err, sizeof err, "the sandbox terminated during the command%s%s",
-			 b->dead_reason[0] ? ": " : "", b->dead_reason);
-		send_exit(c, &res, err);
-	} else {
-		send_exit(c, &res, NULL);
-	}
-	/* done wakes the reader's polls; this wakes a read blocked in the
-	 * middle of a frame. */
-	shutdown(c->fd, SHUT_RD);
-	pthread_join(reader, NULL);
-	goto cleanup;
-
-setup_failed:
-	invalidate(s, "");
-	reply_error(c, FRAME_EXIT, err);
-cleanup:
-	close_stdin(&io);
-	for (int i = 0; i < 2; i++) {
-		if (io.done[i] >= 0)
-			close(io.done[i]);
-		if (stdin_pipe[i] >= 0)
-			close(stdin_pipe[i]);
-	}
-	free(cwd);
-}
-
-/* ---- connections ---- */
 
 static void serve(struct conn *c)
 {
@@ -726,13 +358,13 @@ static void serve(struct conn *c)
 	if (read_request(c, &rq, msg, sizeof msg, &gone) < 0) {
 		if (!gone) {
 			sb_warn("control: %s", msg);
-			reply_error(c, FRAME_JSON, msg);
+			control_reply_error(c, FRAME_JSON, msg);
 		}
 		request_free(&rq);
 		return;
 	}
 	if (!strcmp(rq.op, "exec"))
-		do_exec(c, &rq);
+		control_do_exec(c, &rq);
 	else if (!strcmp(rq.op, "status"))
 		do_status(c);
 	else if (!strcmp(rq.op, "sync"))
@@ -743,7 +375,7 @@ static void serve(struct conn *c)
 		snprintf(msg, sizeof msg,
 			 "unknown request \"%s\" (is sbexec newer than the sbfs daemon?)",
 			 rq.op);
-		reply_error(c, FRAME_JSON, msg);
+		control_reply_error(c, FRAME_JSON, msg);
 	}
 	request_free(&rq);
 }
@@ -995,7 +627,7 @@ void control_server_stop(struct control_server *s)
 
 	pthread_mutex_lock(&s->mu);
 	for (struct conn *c = s->conns; c; c = c->next) {
-		cancel_conn(c);
+		control_cancel_conn(c);
 		shutdown(c->fd, SHUT_RDWR);
 	}
 	struct conn *list = s->conns;

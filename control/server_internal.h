@@ -1,0 +1,63 @@
+/* Shared between the control server's accept/dispatch side (server.c)
+ * and its exec side (exec_session.c). */
+#ifndef SBFS_CONTROL_SERVER_INTERNAL_H
+#define SBFS_CONTROL_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "frame.h"
+#include "server.h"
+
+/* A hostile or buggy client must not make the daemon hold unbounded
+ * argument data. */
+#define MAX_ARGS 4096
+#define MAX_ENV 4096
+#define MAX_REQUEST_BYTES (1u << 20)
+
+struct conn {
+	struct control_server *s;
+	int fd;
+	pthread_t thread;
+	struct frame_writer w;
+	/* Readable = kill the running command. Lives as long as the conn, so
+	 * control_server_stop can write it at any moment. */
+	int cancel[2];
+	bool finished; /* under s->mu; the accept thread then joins and frees */
+	struct conn *next;
+};
+
+struct control_server {
+	int lfd;
+	int wake[2]; /* wakes the accept thread's poll on stop */
+	pthread_t accept_thread;
+	char *path;
+	char *mount;
+	struct sb_backend *b;
+	struct control_hooks hooks;
+	pthread_mutex_t mu;
+	struct conn *conns;
+	bool stopping;
+};
+
+struct request {
+	char op[16];
+	double timeout;
+	bool want_stdin;
+	char **argv; /* NULL-terminated */
+	size_t argc;
+	char **env;  /* NULL-terminated */
+	size_t envc;
+	char *cwd;     /* C: mount-relative; NULL = root */
+	char *workdir; /* W */
+	size_t bytes;
+};
+
+void control_reply_error(struct conn *c, char frame_type, const char *msg);
+void control_cancel_conn(struct conn *c);
+int control_flush_all(struct control_server *s, char *msg, size_t msglen);
+void control_invalidate(struct control_server *s, const char *relpath);
+/* Runs one exec request to its end on connection c. */
+void control_do_exec(struct conn *c, const struct request *rq);
+
+#endif
