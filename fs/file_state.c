@@ -25,6 +25,7 @@ struct file_state *file_state_new(const char *spool_dir, off_t size,
 	f->remote_exists = remote_exists;
 	f->window = FILE_WINDOW_MIN;
 	f->seq_next = -1;
+	f->identity_known = remote_exists;
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
 	return f;
 }
@@ -204,23 +205,37 @@ int file_state_upload(struct file_state *f, struct sb_backend *b,
 	if (r < 0)
 		return f->upload_error = r;
 	f->remote_exists = true;
-	f->remote_mtime = f->mtime;
+	f->identity_known = false;
+	f->adoptable = true;
 	f->upload_error = 0;
 	return 0;
 }
 
 void file_state_revalidate(struct file_state *f, off_t size,
-			   const struct timespec *mtime)
+			   const struct timespec *mtime, bool from_sandbox)
 {
-	if (f->dirty || (size == f->size && mtime->tv_sec == f->remote_mtime.tv_sec &&
-			 mtime->tv_nsec == f->remote_mtime.tv_nsec))
+	if (f->dirty)
 		return;
+	bool same_mtime = mtime->tv_sec == f->remote_mtime.tv_sec &&
+			  mtime->tv_nsec == f->remote_mtime.tv_nsec;
+	if (!f->identity_known) {
+		if (!from_sandbox)
+			return; /* still what we uploaded, as far as we know */
+		if (f->adoptable && size == f->size) {
+			f->remote_mtime = *mtime;
+			f->identity_known = true;
+			return;
+		}
+	} else if (size == f->size && same_mtime) {
+		return;
+	}
 	range_set_clear(&f->present);
 	if (ftruncate(f->fd, 0) < 0) {
 		/* the ranges are what count; the bytes are rewritten */
 	}
 	f->size = size;
 	f->remote_mtime = *mtime;
+	f->identity_known = true;
 	f->seq_next = -1;
 	f->window = FILE_WINDOW_MIN;
 }

@@ -28,6 +28,16 @@ struct file_state {
 	mode_t mode;             /* permission bits, used when uploading new */
 	struct timespec mtime;   /* last local change, shown while dirty */
 	struct timespec remote_mtime; /* mtime of the sandbox copy cached */
+	/* After an upload the sandbox's mtime for our content is not known
+	 * yet: the first attributes the sandbox reports with the same size
+	 * name it, unless an sbexec or refresh came in between (adoptable is
+	 * then cleared: the sandbox may have rewritten the file). */
+	bool identity_known;
+	atomic_bool adoptable;
+	/* Kept after the last close as a read cache (fs_core.c's LRU). */
+	struct node *owner;
+	struct file_state *lru_prev, *lru_next;
+	bool retained;
 	/* Local changes not yet uploaded. While set, the spool's size and
 	 * mtime are the file's; while clear, the node's cached attributes are,
 	 * and the spool is a cache of the sandbox copy named by remote_mtime
@@ -61,9 +71,10 @@ ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
 			 off_t off);
 int file_state_truncate(struct file_state *f, off_t size);
 /* Drops the cached content when the sandbox's copy is no longer the one
- * the spool holds (a clean spool only). */
+ * the spool holds (a clean spool only). from_sandbox: the attributes are
+ * the sandbox's own, not the ones recorded at our upload. */
 void file_state_revalidate(struct file_state *f, off_t size,
-			   const struct timespec *mtime);
+			   const struct timespec *mtime, bool from_sandbox);
 /* Uploads if dirty: fetches whatever part of the file the spool lacks,
  * then one write_file call. Leaves dirty set: the caller clears it once the
  * node shows the uploaded size and mtime. On failure the data stays. */

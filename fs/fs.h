@@ -30,6 +30,11 @@ struct fs {
 	gid_t gid;
 	struct fuse_session *se;
 	bool se_expire_only;  /* the kernel can expire a dentry without dropping it */
+	/* Spools kept after their last close, as a read cache; most recently
+	 * closed first. Table lock. */
+	struct file_state *retained_head, *retained_tail;
+	size_t retained_count;
+	off_t retained_bytes;
 };
 
 int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg);

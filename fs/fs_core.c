@@ -135,13 +135,32 @@ int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f)
 	return r;
 }
 
-void fs_file_unref(struct fs *fs, struct node *n)
+/* Budget of the spools kept as a read cache after their last close. */
+#define RETAINED_MAX_FILES 4096
+#define RETAINED_MAX_BYTES ((off_t)512 * 1024 * 1024)
+
+static void retained_unlink(struct fs *fs, struct file_state *f)
+{
+	if (!f->retained)
+		return;
+	if (f->lru_prev)
+		f->lru_prev->lru_next = f->lru_next;
+	else
+		fs->retained_head = f->lru_next;
+	if (f->lru_next)
+		f->lru_next->lru_prev = f->lru_prev;
+	else
+		fs->retained_tail = f->lru_prev;
+	f->lru_prev = f->lru_next = NULL;
+	f->retained = false;
+	fs->retained_count--;
+	fs->retained_bytes -= f->size;
+}
+
+static void drop_spool(struct fs *fs, struct node *n)
 {
 	struct file_state *f = n->file;
-	if (!f || f->handles > 0 || f->pins > 0)
-		return;
-	if (f->dirty && !f->unlinked)
-		return; /* pending upload: kept until it lands */
+	retained_unlink(fs, f);
 	if (!f->unlinked) {
 		/* Remember what the page cache holds so the next open can
 		 * keep it if the sandbox's copy did not change. */
@@ -152,6 +171,46 @@ void fs_file_unref(struct fs *fs, struct node *n)
 	n->file = NULL;
 	file_state_free(f);
 	node_release_if_unused(&fs->t, n);
+}
+
+void fs_file_reuse(struct fs *fs, struct file_state *f)
+{
+	retained_unlink(fs, f);
+}
+
+void fs_file_forget(struct fs *fs, struct node *n)
+{
+	if (n->file && n->file->retained && n->file->pins == 0)
+		drop_spool(fs, n);
+}
+
+void fs_file_unref(struct fs *fs, struct node *n)
+{
+	struct file_state *f = n->file;
+	if (!f || f->handles > 0 || f->pins > 0 || f->retained)
+		return;
+	if (f->dirty && !f->unlinked)
+		return; /* pending upload: kept until it lands */
+	if (f->unlinked || !n->parent || f->present.n == 0 ||
+	    f->size > RETAINED_MAX_BYTES / 4) {
+		drop_spool(fs, n);
+		return;
+	}
+	f->owner = n;
+	f->retained = true;
+	f->lru_prev = NULL;
+	f->lru_next = fs->retained_head;
+	if (fs->retained_head)
+		fs->retained_head->lru_prev = f;
+	fs->retained_head = f;
+	if (!fs->retained_tail)
+		fs->retained_tail = f;
+	fs->retained_count++;
+	fs->retained_bytes += f->size;
+	while (fs->retained_tail && fs->retained_tail != f &&
+	       (fs->retained_count > RETAINED_MAX_FILES ||
+		fs->retained_bytes > RETAINED_MAX_BYTES))
+		drop_spool(fs, fs->retained_tail->owner);
 }
 
 int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg)
@@ -272,6 +331,8 @@ static void collect_inval(struct node *n, void *arg)
 	struct inval_list *l = arg;
 	if (l->forget)
 		node_forget_attr(n);
+	if (n->file)
+		n->file->adoptable = false; /* the sandbox may have rewritten it */
 	if (n->nlookup == 0)
 		return;
 	if (l->n == l->cap) {

@@ -33,8 +33,13 @@ int fs_upload_locked(struct fs *fs, struct node *n, struct file_state *f,
 /* Uploads one node's dirty spool. Takes the file lock; table lock NOT
  * held. The state must be pinned or held by a handle. */
 int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f);
-/* Drops a pin/handle reference; frees the spool when nothing holds it and
- * nothing is pending. Table lock held. */
+/* Drops a pin/handle reference: when nothing holds the spool and nothing
+ * is pending, it is kept as a read cache (within a budget) or freed.
+ * Table lock held. */
 void fs_file_unref(struct fs *fs, struct node *n);
+/* Takes a kept spool back into use (an open). Table lock held. */
+void fs_file_reuse(struct fs *fs, struct file_state *f);
+/* Frees n's spool if it is only kept as a read cache. Table lock held. */
+void fs_file_forget(struct fs *fs, struct node *n);
 
 #endif

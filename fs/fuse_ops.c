@@ -104,7 +104,8 @@ static struct node *refresh_attr(struct fs *fs, struct node *parent,
 	parent = pino ? node_by_ino(&fs->t, pino) : NULL;
 	n = nino ? node_by_ino(&fs->t, nino) : NULL;
 	if (r < 0) {
-		if (r == -ENOENT && n && n->parent && !n->file)
+		if (r == -ENOENT && n && n->parent &&
+		    (!n->file || n->file->retained))
 			node_detach(&fs->t, n);
 		free(link);
 		*err = r;
@@ -369,6 +370,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
+	/* A spool kept only as a read cache is no open file: the change goes
+	 * to the sandbox directly. */
+	fs_file_forget(fs, n);
 	struct file_state *f = pin_file(fs, n);
 	char *path = fs_node_guest_path(fs, n, &err);
 	pthread_mutex_unlock(&fs->t.lock);
@@ -709,35 +713,32 @@ static int open_handle(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 		pthread_mutex_unlock(&fs->t.lock);
 		return -ENOENT;
 	}
-	if (!n->file) {
-		/* Close-to-open: a fresh size and mtime decide whether the
-		 * page cache still holds the sandbox's content. */
-		if (!created && !fs_attr_fresh(fs, n, &now))
-			n = refresh_attr(fs, n->parent, n->name, n, &err);
-		if (n && !n->file && err == 0) {
-			if (S_ISDIR(n->st.st_mode)) {
-				err = -EISDIR;
-			} else {
-				n->file = file_state_new(
-					fs->cfg.spool_dir,
-					created ? 0 : n->st.st_size,
-					created ? create_mode : n->st.st_mode,
-					!created);
-				if (!n->file)
-					err = -errno;
-				else if (n->cached_content && !created &&
-					 n->cached_size == n->st.st_size &&
-					 n->cached_mtime.tv_sec == n->st.st_mtim.tv_sec &&
-					 n->cached_mtime.tv_nsec == n->st.st_mtim.tv_nsec)
-					fi->keep_cache = 1;
-				if (n->file) {
-					n->file->remote_mtime = n->st.st_mtim;
-					n->file->dirty = created;
-				}
-			}
+	/* Close-to-open: a fresh size and mtime decide whether the page
+	 * cache and a kept spool still hold the sandbox's content. */
+	if (!created && !fs_attr_fresh(fs, n, &now))
+		n = refresh_attr(fs, n->parent, n->name, n, &err);
+	if (n && err == 0 && n->file) {
+		fs_file_reuse(fs, n->file);
+		if (n->file->dirty)
+			fi->keep_cache = 1; /* the spool is shared: same content */
+	} else if (n && err == 0 && S_ISDIR(n->st.st_mode)) {
+		err = -EISDIR;
+	} else if (n && err == 0) {
+		n->file = file_state_new(fs->cfg.spool_dir,
+					 created ? 0 : n->st.st_size,
+					 created ? create_mode : n->st.st_mode,
+					 !created);
+		if (!n->file) {
+			err = -errno;
+		} else {
+			n->file->remote_mtime = n->st.st_mtim;
+			n->file->dirty = created;
+			if (n->cached_content && !created &&
+			    n->cached_size == n->st.st_size &&
+			    n->cached_mtime.tv_sec == n->st.st_mtim.tv_sec &&
+			    n->cached_mtime.tv_nsec == n->st.st_mtim.tv_nsec)
+				fi->keep_cache = 1;
 		}
-	} else if (n->file->dirty) {
-		fi->keep_cache = 1; /* the spool is shared: same content */
 	}
 	struct file_state *f = n && err == 0 ? n->file : NULL;
 	if (f) {
@@ -866,12 +867,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		pthread_mutex_lock(&fs->t.lock);
 		path = fs_node_guest_path(fs, n, &err);
 		off_t remote_size = n->st.st_size;
-		struct timespec remote_mtime = n->st.st_mtim;
+		struct timespec remote_mtime = n->st.st_mtim, now = fs_now();
+		bool from_sandbox = node_attr_fresh(&fs->t, n, &now);
 		pthread_mutex_unlock(&fs->t.lock);
 		/* The sandbox may have changed the file since the spool was
 		 * filled (an sbexec, a refresh): then its cache goes. */
 		if (path)
-			file_state_revalidate(f, remote_size, &remote_mtime);
+			file_state_revalidate(f, remote_size, &remote_mtime,
+					      from_sandbox);
 		/* An unlinked file is read from what the spool holds. */
 		if (!path && !f->unlinked)
 			r = err;
