@@ -11,7 +11,9 @@
  * one HTTP round trip instead of a command. Symlinks go to the shell stat:
  * the header's linkTarget is the resolved path, not what readlink gives,
  * and Podman reports a symlink as its target (so any linkTarget that is
- * not the path itself counts as "maybe a symlink"). */
+ * not the path itself counts as "maybe a symlink"). Podman also expands
+ * glob patterns in the path, so a path with *, ?, [ or \ goes to the
+ * shell stat too. */
 #include "docker.h"
 #include "docker_tar.h"
 #include "shell_ops.h"
@@ -296,6 +298,11 @@ int docker_stat(struct sb_backend *b, const char *path, struct stat *st,
 		*link_target = NULL;
 	if (!path || path[0] != '/')
 		return -EINVAL;
+	/* Podman expands glob patterns in this path (dockerd takes it as
+	 * is): a name with a pattern character would stat another file, or
+	 * none. The shell stat reads it literally on both. */
+	if (strpbrk(path, "*?[\\"))
+		return shell_stat(b, path, st, link_target);
 	char *q = http_query_escape(path);
 	if (!q)
 		return -ENOMEM;
@@ -316,8 +323,11 @@ int docker_stat(struct sb_backend *b, const char *path, struct stat *st,
 	int rc = http_request(&d->ep, &req, &resp);
 	http_resp_free(&resp);
 	if (rc == 0 && resp.status == 404) {
+		/* Podman answers 404 for a dangling symlink, but with the
+		 * link's stat header: it is there, the shell says what it is */
+		bool dangling = h.value != NULL;
 		free(h.value);
-		return -ENOENT;
+		return dangling ? shell_stat(b, path, st, link_target) : -ENOENT;
 	}
 	json_t *j = NULL;
 	if (rc == 0 && resp.status == 200 && h.value) {

@@ -9,9 +9,10 @@ docker_sandbox_kill() {
 }
 
 # docker_sandbox_exists ID: 0 while a container of that name exists
-# (running or not).
+# (running or not). dockerd matches the filter against "/NAME", Podman
+# against "NAME".
 docker_sandbox_exists() {
-	[[ -n $(docker ps -aq --filter "name=^/${1}\$" 2>/dev/null) ]]
+	[[ -n $(docker ps -aq --filter "name=^/?${1}\$" 2>/dev/null) ]]
 }
 
 # docker_sandbox_gone ID: 0 once no container of that name exists.
