@@ -10,7 +10,7 @@ DIR=$(cd "$DIR" && pwd -P)
 SOCK=$DIR/docker.sock
 if [ -S "$SOCK" ]; then
 	for id in $(curl -s --max-time 10 --unix-socket "$SOCK" 'http://d/containers/json?all=1' |
-		tr ',' '\n' | sed -n 's/^{*"Id":"\([0-9a-f]*\)".*/\1/p'); do
+		tr ',' '\n' | sed -n 's/^[[{]*"Id":"\([0-9a-f]*\)".*/\1/p'); do
 		curl -s --max-time 30 --unix-socket "$SOCK" -X DELETE "http://d/containers/$id?force=1&v=1" >/dev/null
 	done
 fi
