@@ -156,10 +156,11 @@ static int load_listing(struct fs *fs, uint64_t ino);
  * a lookup. */
 #define LOOKUP_SCAN_MAX_ENTRIES 10000
 
-/* True when a lookup in directory p should list p instead of asking for
- * one name: a name there was already found missing within the attribute
- * timeout (a create loop asks for one new name after another) and the
- * directory is not known to be huge. Table lock held. */
+/* True when a lookup of a name never seen in directory p should list p
+ * instead of asking for that one name: a name there was already found
+ * missing within the attribute timeout (a create loop asks for one new
+ * name after another) and the directory is not known to be huge. Table
+ * lock held. */
 static bool lookups_scan(struct fs *fs, const struct node *p,
 			 const struct timespec *now)
 {
@@ -205,7 +206,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			err = -ENOENT; /* the fresh listing does not name it */
 		else
 			n = refresh_attr(fs, p, name, n, &err);
-	} else if (lookups_scan(fs, p, &now)) {
+	} else if (!n && lookups_scan(fs, p, &now)) {
 		/* One listing answers the next names asked too. */
 		err = load_listing(fs, parent);
 		p = node_by_ino(&fs->t, parent);
