@@ -75,9 +75,13 @@ start() {
 	# run dir /run/containers/networks, the blob-info cache under
 	# /var/lib/containers/cache on import), and runc keeps its state in
 	# /run/runc. Container mounts stay in that namespace too, and vanish
-	# with the service and its conmons.
+	# with the service and its conmons. Slave, not private: the namespace
+	# copies every mount the host has now, sbfs mounts included, and a
+	# private copy would keep an unmounted FUSE filesystem alive (its
+	# daemon would never see the unmount); as a slave it follows the
+	# host's unmounts, and nothing it mounts reaches the host.
 	mkdir -p "$DIR/ns/run" "$DIR/ns/var-lib"
-	unshare --mount --propagation private sh -c '
+	unshare --mount --propagation slave sh -c '
 		mount --bind "$1/ns/run" /run && mount --bind "$1/ns/var-lib" /var/lib &&
 		shift && exec "$@"' sh "$DIR" \
 		$PODMAN --storage-driver "$1" system service --time=0 "unix://$SOCK" \
