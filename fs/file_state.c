@@ -218,7 +218,9 @@ void file_state_revalidate(struct file_state *f, off_t size,
 		return;
 	bool same_mtime = mtime->tv_sec == f->remote_mtime.tv_sec &&
 			  mtime->tv_nsec == f->remote_mtime.tv_nsec;
-	if (!f->identity_known) {
+	if (f->invalidated) {
+		f->invalidated = false;
+	} else if (!f->identity_known) {
 		if (!from_sandbox)
 			return; /* still what we uploaded, as far as we know */
 		if (f->adoptable && size == f->size) {
@@ -235,7 +237,8 @@ void file_state_revalidate(struct file_state *f, off_t size,
 	}
 	f->size = size;
 	f->remote_mtime = *mtime;
-	f->identity_known = true;
+	f->identity_known = from_sandbox;
+	f->adoptable = false;
 	f->seq_next = -1;
 	f->window = FILE_WINDOW_MIN;
 }

@@ -34,6 +34,10 @@ struct file_state {
 	 * then cleared: the sandbox may have rewritten the file). */
 	bool identity_known;
 	atomic_bool adoptable;
+	/* Set by a coherence point (sbexec, refresh): the sandbox may have
+	 * rewritten the file, even within its mtime's granularity (a whole
+	 * second on some backends), so a clean spool's content goes. */
+	atomic_bool invalidated;
 	/* Kept after the last close as a read cache (fs_core.c's LRU). */
 	struct node *owner;
 	struct file_state *lru_prev, *lru_next;

@@ -331,8 +331,13 @@ static void collect_inval(struct node *n, void *arg)
 	struct inval_list *l = arg;
 	if (l->forget)
 		node_forget_attr(n);
-	if (n->file)
-		n->file->adoptable = false; /* the sandbox may have rewritten it */
+	/* The sandbox may have rewritten any file: cached content goes,
+	 * whatever its size and mtime say. */
+	if (n->file) {
+		n->file->adoptable = false;
+		n->file->invalidated = true;
+	}
+	n->cached_content = false;
 	if (n->nlookup == 0)
 		return;
 	if (l->n == l->cap) {
