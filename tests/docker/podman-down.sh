@@ -48,12 +48,16 @@ if [ -d "$DIR/ns/run/runc" ]; then
 		runc --root "$DIR/ns/run/runc" delete -f "$id" >/dev/null 2>&1 || true
 	done
 fi
-# Leftover overlay/shm mounts under DIR (and the bind mount podman puts on
-# its own overlay dir), deepest first.
+# Leftover overlay/shm mounts under DIR and the short run root (and the
+# bind mount podman puts on its own overlay dir), deepest first.
+RUN=$(cat "$DIR/runroot.path" 2>/dev/null || true)
 for pass in 1 2; do
-	awk -v d="$DIR/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
-		while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+	for d in "$DIR" ${RUN:+"$RUN"}; do
+		awk -v d="$d/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+			while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+	done
 done
+[ -n "$RUN" ] && rm -rf "$RUN"
 if [ "${2:-}" = keep-log ]; then
 	find "$DIR" -mindepth 1 -maxdepth 1 ! -name service.log -exec rm -rf {} +
 	exit 0

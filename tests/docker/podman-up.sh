@@ -35,14 +35,23 @@ done
 export CONTAINERS_CONF="$DIR/containers.conf"
 export CONTAINERS_STORAGE_CONF="$DIR/storage.conf"
 # rootful podman reads the registries' config but never needs a registry
-PODMAN="podman --root $DIR/storage --runroot $DIR/run --tmpdir $DIR/libpod"
+# Podman refuses a run root longer than 50 characters and DIR may be deep
+# (CI's TMPDIR), so the run root is a short folder of its own, named in
+# DIR for podman-down.sh.
+if [ -s "$DIR/runroot.path" ]; then
+	RUN=$(cat "$DIR/runroot.path")
+else
+	RUN=$(mktemp -d /tmp/sbfs-pm.XXXXXX)
+	echo "$RUN" >"$DIR/runroot.path"
+fi
+PODMAN="podman --root $DIR/storage --runroot $RUN --tmpdir $DIR/libpod"
 
 # config DRIVER: write containers.conf and storage.conf for one storage driver
 config() {
 	nofile=$(ulimit -Hn)
 	[ "$nofile" = unlimited ] && nofile=1048576
 	[ "$nofile" -gt 1048576 ] && nofile=1048576
-	mkdir -p "$DIR/storage" "$DIR/run" "$DIR/libpod" "$DIR/networks" "$DIR/volumes"
+	mkdir -p "$DIR/storage" "$RUN" "$DIR/libpod" "$DIR/networks" "$DIR/volumes"
 	cat >"$DIR/containers.conf" <<-EOF
 		[containers]
 		default_ulimits = ["nofile=$nofile:$nofile", "nproc=4096:4096"]
@@ -62,7 +71,7 @@ config() {
 		[storage]
 		driver = "$1"
 		graphroot = "$DIR/storage"
-		runroot = "$DIR/run"
+		runroot = "$RUN"
 	EOF
 }
 
