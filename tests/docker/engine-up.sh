@@ -49,26 +49,12 @@ elif ! start overlay2; then
 fi
 
 if ! api -f "http://d/images/$IMAGE/json" >/dev/null 2>&1; then
-	R=$DIR/rootfs
-	rm -rf "$R"
-	mkdir -p "$R/bin" "$R/etc" "$R/tmp" "$R/root" "$R/proc" "$R/sys" "$R/dev" "$R/usr"
-	cp "$BUSYBOX" "$R/bin/busybox"
-	for a in $("$R/bin/busybox" --list); do
-		[ "$a" = busybox ] || ln -sf busybox "$R/bin/$a"
-	done
-	ln -s ../bin "$R/usr/bin"
-	ln -s bin "$R/sbin"
-	ln -s ../bin "$R/usr/sbin"
-	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$R/etc/passwd"
-	printf 'root:x:0:\nnogroup:x:65534:\n' >"$R/etc/group"
-	chmod 1777 "$R/tmp"
 	repo=${IMAGE%:*}
 	tag=${IMAGE##*:}
-	# repo carries the tag too: podman ignores tag= (docker honours both)
-	tar -C "$R" -cf "$DIR/rootfs.tar" .
+	"$(dirname "$0")/busybox-rootfs.sh" "$DIR/rootfs.tar"
 	out=$(api -X POST -H 'Content-Type: application/x-tar' --data-binary "@$DIR/rootfs.tar" \
 		"http://d/images/create?fromSrc=-&repo=$repo&tag=$tag")
-	rm -rf "$R" "$DIR/rootfs.tar"
+	rm -f "$DIR/rootfs.tar"
 	api -f "http://d/images/$IMAGE/json" >/dev/null 2>&1 ||
 		{ echo "engine-up: image import failed: $out" >&2; exit 1; }
 fi

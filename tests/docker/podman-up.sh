@@ -105,21 +105,7 @@ start() {
 	done
 	curl -sf --max-time 60 --unix-socket "$SOCK" "http://d/images/$IMAGE/json" >/dev/null 2>&1 &&
 		return 0
-	R=$DIR/rootfs
-	rm -rf "$R"
-	mkdir -p "$R/bin" "$R/etc" "$R/tmp" "$R/root" "$R/proc" "$R/sys" "$R/dev" "$R/usr"
-	cp "$BUSYBOX" "$R/bin/busybox"
-	for a in $("$R/bin/busybox" --list); do
-		[ "$a" = busybox ] || ln -sf busybox "$R/bin/$a"
-	done
-	ln -s ../bin "$R/usr/bin"
-	ln -s bin "$R/sbin"
-	ln -s ../bin "$R/usr/sbin"
-	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$R/etc/passwd"
-	printf 'root:x:0:\nnogroup:x:65534:\n' >"$R/etc/group"
-	chmod 1777 "$R/tmp"
-	tar -C "$R" -cf "$DIR/rootfs.tar" .
-	rm -rf "$R"
+	"$(dirname "$0")/busybox-rootfs.sh" "$DIR/rootfs.tar" || return 1
 	# through the API, as engine-up.sh: podman ignores tag=, so the tag
 	# goes into repo= as well
 	out=$(curl -sS --max-time 120 --unix-socket "$SOCK" -X POST \
