@@ -132,26 +132,40 @@ static int check_spec(struct sb_backend *b)
 
 /* ---- create steps ---- */
 
-static int app_get_or_create(struct sb_backend *b, struct modal *m)
+/* Calls a unary RPC whose reply names an id in field 1, and copies that id
+ * into out ("" when the reply has none). Frees req. Returns the gRPC code,
+ * with the status in *st. */
+static int call_for_id(struct modal *m, const char *method, struct pb_buf *req,
+		       double timeout_s, char *out, size_t outlen,
+		       struct grpc_status *st)
 {
-	const char *app = sb_spec_option(&b->spec, "app");
-	if (!app || !*app)
-		app = DEFAULT_APP;
-	struct pb_buf req = {0}, resp = {0};
-	pb_string(&req, 1, app);
-	pb_string(&req, 2, m->cfg.environment);
-	pb_uint(&req, 3, CREATE_IF_MISSING);
-	struct grpc_status st;
-	int code = modal_api(m, "AppGetOrCreate", &req, &resp, 30, &st);
-	pb_buf_free(&req);
+	struct pb_buf resp = {0};
+	int code = modal_api(m, method, req, &resp, timeout_s, st);
+	pb_buf_free(req);
+	out[0] = '\0';
 	if (code == GRPC_OK) {
 		struct pb_reader r = pb_reader(resp.data, resp.len);
 		struct pb_field f;
 		while (pb_next(&r, &f) == 1)
 			if (f.num == 1 && f.wt == PB_LEN)
-				pb_strcpy(&f, m->app_id, sizeof(m->app_id));
+				pb_strcpy(&f, out, outlen);
 	}
 	pb_buf_free(&resp);
+	return code;
+}
+
+static int app_get_or_create(struct sb_backend *b, struct modal *m)
+{
+	const char *app = sb_spec_option(&b->spec, "app");
+	if (!app || !*app)
+		app = DEFAULT_APP;
+	struct pb_buf req = {0};
+	pb_string(&req, 1, app);
+	pb_string(&req, 2, m->cfg.environment);
+	pb_uint(&req, 3, CREATE_IF_MISSING);
+	struct grpc_status st;
+	int code = call_for_id(m, "AppGetOrCreate", &req, 30, m->app_id,
+			       sizeof(m->app_id), &st);
 	if (code != GRPC_OK)
 		return fail_create(b, "app lookup", &st);
 	if (!m->app_id[0]) {
@@ -390,7 +404,7 @@ static void build_definition(struct sb_backend *b, struct modal *m,
 
 static int sandbox_create(struct sb_backend *b, struct modal *m, const char *image_id)
 {
-	struct pb_buf def = {0}, req = {0}, resp = {0};
+	struct pb_buf def = {0}, req = {0};
 	build_definition(b, m, image_id, &def);
 	pb_string(&req, 1, m->app_id);
 	pb_msg(&req, 2, &def);
@@ -415,16 +429,8 @@ static int sandbox_create(struct sb_backend *b, struct modal *m, const char *ima
 	}
 	struct grpc_status st;
 	double started = now_s();
-	int code = modal_api(m, "SandboxCreate", &req, &resp, 60, &st);
-	pb_buf_free(&req);
-	if (code == GRPC_OK) {
-		struct pb_reader r = pb_reader(resp.data, resp.len);
-		struct pb_field f;
-		while (pb_next(&r, &f) == 1)
-			if (f.num == 1 && f.wt == PB_LEN)
-				pb_strcpy(&f, m->sandbox_id, sizeof(m->sandbox_id));
-	}
-	pb_buf_free(&resp);
+	int code = call_for_id(m, "SandboxCreate", &req, 60, m->sandbox_id,
+			       sizeof(m->sandbox_id), &st);
 	if (code != GRPC_OK)
 		return fail_create(b, "sandbox create", &st);
 	if (!m->sandbox_id[0]) {
@@ -494,21 +500,13 @@ static int resolve_attach(struct sb_backend *b, struct modal *m, const char *id)
 		return 0;
 	}
 	const char *app = sb_spec_option(&b->spec, "app");
-	struct pb_buf req = {0}, resp = {0};
+	struct pb_buf req = {0};
 	pb_string(&req, 1, id);
 	pb_string(&req, 2, m->cfg.environment);
 	pb_string(&req, 3, app && *app ? app : DEFAULT_APP);
 	struct grpc_status st;
-	int code = modal_api(m, "SandboxGetFromName", &req, &resp, 30, &st);
-	pb_buf_free(&req);
-	if (code == GRPC_OK) {
-		struct pb_reader r = pb_reader(resp.data, resp.len);
-		struct pb_field f;
-		while (pb_next(&r, &f) == 1)
-			if (f.num == 1 && f.wt == PB_LEN)
-				pb_strcpy(&f, m->sandbox_id, sizeof(m->sandbox_id));
-	}
-	pb_buf_free(&resp);
+	int code = call_for_id(m, "SandboxGetFromName", &req, 30, m->sandbox_id,
+			       sizeof(m->sandbox_id), &st);
 	if (code == GRPC_NOT_FOUND) {
 		snprintf(b->error, sizeof(b->error), "attach: no running Modal sandbox named '%.200s' in app '%s'",
 			 id, app && *app ? app : DEFAULT_APP);
