@@ -2,7 +2,9 @@
  * goes through: it counts calls, refuses at once when the sandbox is dead,
  * and picks the native slot or the generic shell implementation. */
 #include "backend.h"
+#include "fault_inject.h"
 #include "shell_ops.h"
+#include "util/call_deadline.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -165,6 +167,7 @@ void sb_backend_free(struct sb_backend *b)
 	if (b->ops->release)
 		b->ops->release(b);
 	sb_spec_free(&b->spec);
+	free(b->faults);
 	free(b);
 }
 
@@ -197,6 +200,167 @@ bool sb_backend_is_dead(const struct sb_backend *b)
 
 /* ---- dispatch ---- */
 
+bool sb_error_is_transient(int rc)
+{
+	return rc == -ECONNRESET || rc == -ECONNREFUSED || rc == -EPIPE ||
+	       rc == -ECONNABORTED || rc == -ENETRESET;
+}
+
+/* Bounded retries of transient errors: at most RETRY_ATTEMPTS tries, the
+ * n-th wait RETRY_BASE_MS * 2^n with full jitter, all within the call's
+ * deadline. */
+#define RETRY_ATTEMPTS 4
+#define RETRY_BASE_MS 50.0
+
+static void sleep_s(double s)
+{
+	if (s <= 0)
+		return;
+	struct timespec d = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+	while (nanosleep(&d, &d) < 0 && errno == EINTR)
+		;
+}
+
+/* One call through the dispatch layer, across its attempts. */
+struct call {
+	enum sb_call kind;
+	int attempt;         /* 1-based */
+	bool had_transient;  /* an earlier attempt may have done the work */
+	double saved_deadline;
+};
+
+/* A stalled call: a command that never ends, run in the sandbox, which the
+ * backend's own deadline handling has to end. */
+static int inject_stall(struct sb_backend *b)
+{
+	static const char *const argv[] = {"sleep", "2147483", NULL};
+	struct sb_exec_req req = {
+		.argv = argv, .cwd = "/", .stdin_fd = -1, .cancel_fd = -1,
+		.timeout_s = call_deadline_clamp(b->call_timeout_s > 0
+				 ? b->call_timeout_s : SB_CALL_TIMEOUT_DEFAULT_S),
+	};
+	struct sb_exec_result res;
+	memset(&res, 0, sizeof res);
+	int rc = b->ops->exec(b, &req, &res);
+	if (rc == 0 && res.sandbox_terminated)
+		rc = -EIO;
+	if (rc == 0)
+		rc = -ETIMEDOUT; /* the sleep cannot end any other way */
+	return rc;
+}
+
+/* The injected fault's result, or 0 when the call goes on to the backend. */
+static int inject(struct sb_backend *b, enum sb_call kind)
+{
+	enum fault_action a = fault_plan_next(b->faults, kind);
+	if (a == FAULT_NONE)
+		return 0;
+	atomic_fetch_add(&b->counters.faults_injected, 1);
+	sb_warn("inject_faults: %s fault on a %s call", fault_action_name(a),
+		sb_call_name(kind));
+	switch (a) {
+	case FAULT_TRANSIENT:
+		return -ECONNRESET;
+	case FAULT_ERROR:
+		return -EIO;
+	case FAULT_TERMINAL:
+		return sb_backend_fail(b, "inject_faults: terminal fault on a %s call",
+				       sb_call_name(kind));
+	case FAULT_STALL:
+		return inject_stall(b);
+	case FAULT_KILL:
+		/* Really gone: the call then goes on and the backend has to
+		 * find that out for itself. */
+		b->ops->destroy(b);
+		return 0;
+	case FAULT_NONE:
+		break;
+	}
+	return 0;
+}
+
+/* Starts an attempt: counts it, refuses at once when the sandbox is dead,
+ * sets the deadline (first attempt) and applies an injected fault.
+ * 0 means go on to the backend. */
+static int attempt_begin(struct sb_backend *b, struct call *c)
+{
+	if (c->attempt++ == 0) {
+		c->saved_deadline = call_deadline_get();
+		if (c->kind != SB_CALL_EXEC)
+			call_deadline_enter(b->call_timeout_s > 0 ? b->call_timeout_s
+						: SB_CALL_TIMEOUT_DEFAULT_S);
+	}
+	atomic_fetch_add(&b->counters.calls[c->kind], 1);
+	if (sb_backend_is_dead(b))
+		return -EIO;
+	if (b->inject_latency_ms) {
+		/* One round trip to a remote sandbox, modelled on any backend. */
+		sleep_s(b->inject_latency_ms / 1000.0);
+	}
+	return b->faults ? inject(b, c->kind) : 0;
+}
+
+/* Whether a failed call may be repeated: it must be safe to do twice. */
+static bool retry_safe(enum sb_call kind)
+{
+	switch (kind) {
+	case SB_CALL_READ: case SB_CALL_WRITE: case SB_CALL_LIST:
+	case SB_CALL_STAT: case SB_CALL_CHMOD: case SB_CALL_TRUNCATE:
+	case SB_CALL_UTIMENS: case SB_CALL_READLINK: case SB_CALL_STATFS:
+	/* reconciled in attempt_end: a repeat seeing the work done */
+	case SB_CALL_MKDIR: case SB_CALL_REMOVE:
+		return true;
+	default: /* exec runs user commands; rename, symlink: not reconcilable */
+		return false;
+	}
+}
+
+/* Ends an attempt: true when it should be tried again (after a backoff). */
+static bool attempt_retry(struct sb_backend *b, struct call *c, int rc)
+{
+	if (!sb_error_is_transient(rc))
+		return false;
+	c->had_transient = true;
+	if (!retry_safe(c->kind) || c->attempt >= RETRY_ATTEMPTS ||
+	    sb_backend_is_dead(b))
+		return false;
+	unsigned rnd = 0;
+	if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+		rnd = (unsigned)c->attempt * 2654435761u;
+	double cap = RETRY_BASE_MS / 1000.0 * (double)(1u << c->attempt);
+	double wait = cap * ((double)(rnd % 1000) + 1) / 1000.0;
+	double deadline = call_deadline_get();
+	if (deadline > 0 && call_deadline_now() + wait >= deadline)
+		return false;
+	atomic_fetch_add(&b->counters.retries, 1);
+	sb_info("%s call failed (%s); retry %d of %d", sb_call_name(c->kind),
+		strerror(-rc), c->attempt, RETRY_ATTEMPTS - 1);
+	sleep_s(wait);
+	return true;
+}
+
+static int attempt_end(struct sb_backend *b, struct call *c, int rc,
+		       const char *path)
+{
+	/* A repeat after a transient error may find its own earlier attempt's
+	 * work done: that is success. */
+	if (c->had_transient && c->attempt > 1 && path) {
+		struct stat st;
+		if (c->kind == SB_CALL_MKDIR && rc == -EEXIST &&
+		    sb_stat(b, path, &st, NULL) == 0 && S_ISDIR(st.st_mode))
+			rc = 0;
+		else if (c->kind == SB_CALL_REMOVE && rc == -ENOENT)
+			rc = 0;
+	}
+	if (rc == -ETIMEDOUT && c->kind != SB_CALL_EXEC)
+		atomic_fetch_add(&b->counters.deadlines, 1);
+	/* The kernel has no use for a connection error: it gets EIO. */
+	if (sb_error_is_transient(rc))
+		rc = -EIO;
+	call_deadline_restore(c->saved_deadline);
+	return rc;
+}
+
 static int count(struct sb_backend *b, enum sb_call kind, int rc, bool shell)
 {
 	if (rc < 0)
@@ -206,76 +370,83 @@ static int count(struct sb_backend *b, enum sb_call kind, int rc, bool shell)
 	return rc;
 }
 
-/* Counts the call and yields -EIO when dead; 0 means go on. */
-static int enter(struct sb_backend *b, enum sb_call kind)
-{
-	atomic_fetch_add(&b->counters.calls[kind], 1);
-	if (sb_backend_is_dead(b)) {
-		atomic_fetch_add(&b->counters.errors[kind], 1);
-		return -EIO;
-	}
-	if (b->inject_latency_ms) {
-		/* One round trip to a remote sandbox, modelled on any backend. */
-		struct timespec d = {b->inject_latency_ms / 1000,
-				     (long)(b->inject_latency_ms % 1000) * 1000000L};
-		while (nanosleep(&d, &d) < 0 && errno == EINTR)
-			;
-	}
-	return 0;
-}
-
 #define USE_NATIVE(b, slot) ((b)->ops->slot && !(b)->shell_only)
 
-/* One dispatcher per op: native slot when present, else shell_ops. */
-#define DISPATCH(kind, slot, ...)                                            \
+/* One dispatcher per op: native slot when present, else shell_ops; each
+ * attempt counted, transient failures retried where safe. */
+#define DISPATCH_PATH(kind_, path_, slot, ...)                                 \
 	do {                                                                 \
-		int rc_ = enter(b, kind);                                    \
-		if (rc_ < 0)                                                 \
-			return rc_;                                          \
-		bool native_ = USE_NATIVE(b, slot);                          \
-		rc_ = native_ ? b->ops->slot(b, __VA_ARGS__)                 \
-			      : shell_##slot(b, __VA_ARGS__);                \
-		return count(b, kind, rc_, !native_);                        \
+		struct call c_ = {.kind = (kind_)};                         \
+		int rc_;                                                     \
+		do {                                                         \
+			rc_ = attempt_begin(b, &c_);                         \
+			if (rc_ == 0) {                                      \
+				bool native_ = USE_NATIVE(b, slot);          \
+				rc_ = native_ ? b->ops->slot(b, __VA_ARGS__) \
+					      : shell_##slot(b, __VA_ARGS__); \
+				count(b, c_.kind, rc_, !native_);            \
+			} else {                                             \
+				count(b, c_.kind, rc_, false);               \
+			}                                                    \
+		} while (attempt_retry(b, &c_, rc_));                        \
+		return attempt_end(b, &c_, rc_, (path_));                  \
 	} while (0)
+
+#define DISPATCH(kind_, slot, ...) DISPATCH_PATH(kind_, NULL, slot, __VA_ARGS__)
 
 int sb_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	    struct sb_exec_result *res)
 {
 	memset(res, 0, sizeof(*res));
-	int rc = enter(b, SB_CALL_EXEC);
-	if (rc < 0) {
+	struct call c = {.kind = SB_CALL_EXEC};
+	int rc = attempt_begin(b, &c);
+	if (rc == 0)
+		rc = b->ops->exec(b, req, res);
+	else if (sb_backend_is_dead(b))
 		res->sandbox_terminated = true;
-		return rc;
-	}
-	rc = b->ops->exec(b, req, res);
-	return count(b, SB_CALL_EXEC, rc, false);
+	count(b, SB_CALL_EXEC, rc, false);
+	return attempt_end(b, &c, rc, NULL);
 }
 
 int sb_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 	    char *buf, size_t *got)
 {
-	*got = 0;
-	int rc = enter(b, SB_CALL_READ);
-	if (rc < 0)
-		return rc;
-	rc = shell_read(b, path, off, len, buf, got);
-	if (rc == 0)
-		atomic_fetch_add(&b->counters.bytes_down, *got);
-	return count(b, SB_CALL_READ, rc, true);
+	struct call c = {.kind = SB_CALL_READ};
+	int rc;
+	do {
+		*got = 0;
+		rc = attempt_begin(b, &c);
+		if (rc == 0) {
+			rc = shell_read(b, path, off, len, buf, got);
+			if (rc == 0)
+				atomic_fetch_add(&b->counters.bytes_down, *got);
+			count(b, SB_CALL_READ, rc, true);
+		} else {
+			count(b, SB_CALL_READ, rc, false);
+		}
+	} while (attempt_retry(b, &c, rc));
+	return attempt_end(b, &c, rc, NULL);
 }
 
 int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
 		  mode_t mode)
 {
-	int rc = enter(b, SB_CALL_WRITE);
-	if (rc < 0)
-		return rc;
-	bool native = USE_NATIVE(b, write_file);
-	rc = native ? b->ops->write_file(b, path, fd, size, mode)
-		    : shell_write_file(b, path, fd, size, mode);
-	if (rc == 0)
-		atomic_fetch_add(&b->counters.bytes_up, (uint64_t)size);
-	return count(b, SB_CALL_WRITE, rc, !native);
+	struct call c = {.kind = SB_CALL_WRITE};
+	int rc;
+	do {
+		rc = attempt_begin(b, &c);
+		if (rc == 0) {
+			bool native = USE_NATIVE(b, write_file);
+			rc = native ? b->ops->write_file(b, path, fd, size, mode)
+				    : shell_write_file(b, path, fd, size, mode);
+			if (rc == 0)
+				atomic_fetch_add(&b->counters.bytes_up, (uint64_t)size);
+			count(b, SB_CALL_WRITE, rc, !native);
+		} else {
+			count(b, SB_CALL_WRITE, rc, false);
+		}
+	} while (attempt_retry(b, &c, rc));
+	return attempt_end(b, &c, rc, NULL);
 }
 
 int sb_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out)
@@ -291,12 +462,12 @@ int sb_stat(struct sb_backend *b, const char *path, struct stat *st,
 
 int sb_mkdir(struct sb_backend *b, const char *path, mode_t mode)
 {
-	DISPATCH(SB_CALL_MKDIR, mkdir, path, mode);
+	DISPATCH_PATH(SB_CALL_MKDIR, path, mkdir, path, mode);
 }
 
 int sb_remove(struct sb_backend *b, const char *path, bool is_dir)
 {
-	DISPATCH(SB_CALL_REMOVE, remove, path, is_dir);
+	DISPATCH_PATH(SB_CALL_REMOVE, path, remove, path, is_dir);
 }
 
 int sb_rename(struct sb_backend *b, const char *from, const char *to,

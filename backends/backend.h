@@ -162,7 +162,13 @@ struct sb_counters {
 	atomic_uint_fast64_t shell_fallbacks; /* calls served by shell_ops */
 	atomic_uint_fast64_t bytes_up;        /* file data sent to the sandbox */
 	atomic_uint_fast64_t bytes_down;      /* file data read from it */
+	/* ---- faults (backend.c) ---- */
+	atomic_uint_fast64_t retries;         /* attempts repeated after a transient error */
+	atomic_uint_fast64_t deadlines;       /* calls ended by their deadline */
+	atomic_uint_fast64_t faults_injected; /* -o inject_faults */
 };
+
+struct fault_plan;
 
 struct sb_backend {
 	const struct sb_backend_ops *ops;
@@ -171,6 +177,8 @@ struct sb_backend {
 	char id[256];               /* sandbox id, set by create/attach */
 	bool shell_only;            /* testing aid: ignore native file ops */
 	unsigned inject_latency_ms; /* testing aid: each call waits this long */
+	struct fault_plan *faults;  /* testing aid: -o inject_faults; owned */
+	double call_timeout_s;      /* deadline of each file call; 0 = default */
 	atomic_bool dead;
 	char dead_reason[SB_REASON_MAX];
 	char error[SB_REASON_MAX];  /* last create/exec failure, one line */
@@ -232,6 +240,19 @@ int sb_utimens(struct sb_backend *b, const char *path,
 int sb_symlink(struct sb_backend *b, const char *target, const char *linkpath);
 int sb_readlink(struct sb_backend *b, const char *path, char **target);
 int sb_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
+
+/* ---- deadlines and transient errors (backend.c) ----
+ * Every dispatched call except sbexec's exec (which keeps the user's -t)
+ * runs under a deadline, call_timeout_s from its start (retries included).
+ * A backend or transport that waits bounds the wait with
+ * call_deadline_clamp() (util/call_deadline.h); a call that hits it
+ * returns -ETIMEDOUT and the sandbox stays usable. */
+
+#define SB_CALL_TIMEOUT_DEFAULT_S 60.0
+
+/* An error a repeat of the same call may not get: the connection to the
+ * sandbox dropped, not a verdict on the path. */
+bool sb_error_is_transient(int rc);
 
 /* ---- directory lists ---- */
 struct sb_dirent *sb_dirlist_add(struct sb_dirlist *l, const char *name);

@@ -20,6 +20,7 @@
  * exec is its own session, so the group is the whole command) and the
  * process itself. Only POSIX sh, grep and kill are needed in the image. */
 #include "docker.h"
+#include "util/call_deadline.h"
 #include "docker_stream.h"
 #include "util/log.h"
 
@@ -486,6 +487,10 @@ static int exec_run(struct sb_backend *b, const struct sb_exec_req *req,
 		    struct sb_exec_result *res, const char *user, bool may_kill)
 {
 	struct docker *d = b->priv;
+	/* a file call's deadline bounds the commands it runs */
+	struct sb_exec_req bounded = *req;
+	bounded.timeout_s = call_deadline_clamp(req->timeout_s);
+	req = &bounded;
 	memset(res, 0, sizeof(*res));
 	res->timeout_applied_s = req->timeout_s > 0 ? req->timeout_s : 0;
 	if (!req->argv || !req->argv[0])

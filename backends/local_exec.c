@@ -4,6 +4,7 @@
  * the read-only host dirs writable), then env -i sets the environment and
  * the working directory and runs argv. */
 #include "local.h"
+#include "util/call_deadline.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -143,6 +144,10 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	       struct sb_exec_result *res)
 {
 	struct local *l = b->priv;
+	/* a file call's deadline bounds the commands it runs */
+	struct sb_exec_req bounded = *req;
+	bounded.timeout_s = call_deadline_clamp(req->timeout_s);
+	req = &bounded;
 	memset(res, 0, sizeof(*res));
 	res->timeout_applied_s = req->timeout_s > 0 ? req->timeout_s : 0;
 	if (!req->argv || !req->argv[0])

@@ -62,6 +62,13 @@ static int open_beneath(int wsfd, const char *rel, int *out)
 static int locate(struct sb_backend *b, const char *path, struct loc *lc)
 {
 	struct local *l = b->priv;
+	/* A destroyed sandbox's workspace may still be open here: without
+	 * this, calls would go on against a deleted directory. */
+	pthread_mutex_lock(&l->lock);
+	bool stopped = l->stopping;
+	pthread_mutex_unlock(&l->lock);
+	if (stopped)
+		return sb_backend_fail(b, "sandbox %s was destroyed", b->id);
 	const char *rel = relative(b, path);
 	if (!rel)
 		return -EACCES;
@@ -107,6 +114,13 @@ static bool is_root(const struct loc *lc)
 static int make_parents(struct sb_backend *b, const char *path)
 {
 	struct local *l = b->priv;
+	/* A destroyed sandbox's workspace may still be open here: without
+	 * this, calls would go on against a deleted directory. */
+	pthread_mutex_lock(&l->lock);
+	bool stopped = l->stopping;
+	pthread_mutex_unlock(&l->lock);
+	if (stopped)
+		return sb_backend_fail(b, "sandbox %s was destroyed", b->id);
 	const char *rel = relative(b, path);
 	if (!rel)
 		return -EACCES;

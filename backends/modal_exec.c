@@ -9,6 +9,7 @@
  * SBFS_EXEC_ID=<exec id> in its environment, and a second exec kills every
  * guest process whose environment holds it. */
 #include "modal.h"
+#include "util/call_deadline.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -521,7 +522,8 @@ int modal_run(struct sb_backend *b, const struct modal_run *r,
 	if (!r->argv || !r->argv[0])
 		return -EINVAL;
 	double start = now_s();
-	double timeout = r->timeout_s > 0 ? r->timeout_s : 0;
+	/* a file call's deadline bounds the commands it runs */
+	double timeout = call_deadline_clamp(r->timeout_s > 0 ? r->timeout_s : 0);
 	bool clamped = false;
 	if (m->life_end > 0) {
 		double left = m->life_end - start;

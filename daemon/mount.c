@@ -196,6 +196,17 @@ static void hook_invalidate(void *arg, const char *relpath)
 
 static void hook_status(void *arg, json_t *obj)
 {
+	struct fs *fs = arg;
+	const struct sb_counters *c = &fs->b->counters;
+	json_object_set_new(obj, "retries",
+			    json_integer((json_int_t)atomic_load(&c->retries)));
+	json_object_set_new(obj, "deadlines",
+			    json_integer((json_int_t)atomic_load(&c->deadlines)));
+	json_object_set_new(obj, "faults_injected",
+			    json_integer((json_int_t)atomic_load(&c->faults_injected)));
+	json_object_set_new(obj, "call_timeout",
+			    json_real(fs->b->call_timeout_s > 0 ? fs->b->call_timeout_s
+								: SB_CALL_TIMEOUT_DEFAULT_S));
 	fs_status(arg, obj);
 }
 
@@ -213,7 +224,6 @@ static int final_flush(struct fs *fs)
 	int r = fs_flush_all(fs, msg, sizeof msg);
 	if (r == 0)
 		return 0;
-	sb_err("could not upload pending files before unmount: %s", msg);
 	char dir[PATH_MAX];
 	const char *state = getenv("XDG_STATE_HOME");
 	const char *home = getenv("HOME");
@@ -223,8 +233,14 @@ static int final_flush(struct fs *fs)
 		snprintf(dir, sizeof dir, "%s/.local/state/sbfs/unsaved/%s",
 			 home && *home ? home : "/tmp", fs->b->spec.name);
 	size_t saved = fs_save_pending(fs, dir);
+	/* The one line a user needs: what did not reach the sandbox, where it
+	 * is now; the daemon then exits non-zero. */
 	if (saved)
-		sb_err("%zu unsaved file(s) kept in %s", saved, dir);
+		sb_err("unmount: %zu file(s) could not be uploaded (%s); saved in %s",
+		       saved, msg, dir);
+	else
+		sb_err("unmount: files could not be uploaded (%s) and could not be saved in %s: "
+		       "their data is lost", msg, dir);
 	return -1;
 }
 
@@ -254,6 +270,9 @@ int sbfs_mount_run(struct mount_options *o)
 	}
 
 	b->inject_latency_ms = o->inject_latency_ms;
+	b->call_timeout_s = o->call_timeout;
+	b->faults = o->inject_faults; /* the backend object owns it now */
+	o->inject_faults = NULL;
 	int status = 1;
 	char sock[PATH_MAX], log_path[PATH_MAX];
 	struct control_server *ctl = NULL;

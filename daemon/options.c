@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include "../backends/fault_inject.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -152,6 +154,25 @@ static int apply_option(struct mount_options *o, char *opt, char *err,
 		if (parse_uint(key, val, 60000, &u, err, errlen) < 0)
 			return -1;
 		o->inject_latency_ms = (unsigned)u;
+	} else if (!strcmp(key, "inject_faults")) {
+		NEED_VALUE();
+		struct fault_plan *plan = calloc(1, sizeof *plan);
+		if (!plan)
+			return fail(err, errlen, "out of memory");
+		if (fault_plan_parse(plan, val, err, errlen) < 0) {
+			free(plan);
+			return -1;
+		}
+		free(o->inject_faults);
+		o->inject_faults = plan;
+	} else if (!strcmp(key, "call_timeout")) {
+		NEED_VALUE();
+		if (parse_seconds(key, val, &d, err, errlen) < 0)
+			return -1;
+		if (d < 0.1)
+			return fail(err, errlen,
+				    "-o call_timeout needs at least 0.1 seconds, not '%s'", val);
+		o->call_timeout = d;
 	} else if (!strcmp(key, "shell_ops")) {
 		o->shell_ops = true;
 	} else if (!strcmp(key, "spool_dir")) {
@@ -227,7 +248,9 @@ void mount_options_usage(FILE *out)
 		"  -o spool_dir=DIR    local spool for open files (default $TMPDIR or /var/tmp)\n"
 		"  -o log=FILE         daemon log (default: beside the control socket)\n"
 		"  -o shell_ops        testing aid: use the generic shell file operations\n"
+		"  -o call_timeout=S   deadline of each file call to the sandbox (default 60)\n"
 		"  -o inject_latency_ms=N  testing/benchmark aid: delay every backend call\n"
+		"  -o inject_faults=SPEC   testing aid: fail, stall or kill chosen backend calls\n"
 		"\nBackends:\n");
 	for (const struct sb_backend_ops *const *b = sb_backend_all(); *b; b++)
 		fprintf(out, "  %-10s %s\n", (*b)->name, (*b)->summary ? (*b)->summary : "");
@@ -291,4 +314,5 @@ void mount_options_free(struct mount_options *o)
 	free(o->mountpoint);
 	free(o->spool_dir);
 	free(o->log_path);
+	free(o->inject_faults);
 }

@@ -17,6 +17,8 @@ struct mount_options {
 	bool debug;
 	bool shell_ops;
 	unsigned inject_latency_ms;
+	struct fault_plan *inject_faults; /* testing aid; owned until mounted */
+	double call_timeout;              /* 0 = SB_CALL_TIMEOUT_DEFAULT_S */
 	double attr_timeout;
 	double dir_timeout;
 	char *spool_dir;

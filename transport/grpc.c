@@ -7,6 +7,7 @@
  * in the shared pool surfaces as UNAVAILABLE on the next call, which the
  * retry policy covers. */
 #include "grpc.h"
+#include "util/call_deadline.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -449,6 +450,8 @@ struct grpc_call *grpc_call_new(struct grpc_channel *ch, const char *method,
 	if (!c)
 		return NULL;
 	c->retry_after = -1;
+	/* a backend call's deadline bounds every RPC made for it */
+	timeout_s = call_deadline_clamp(timeout_s);
 	c->timeout_s = timeout_s;
 	grpc_frame_init(&c->frames, GRPC_MAX_MESSAGE, on_msg, arg);
 	grpc_frame_encode(&c->body, req, req_len);

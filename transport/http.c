@@ -1,5 +1,6 @@
 /* HTTP/1.1 over libcurl for JSON APIs; see http.h. */
 #include "http.h"
+#include "util/call_deadline.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -195,8 +196,10 @@ int http_request(struct http_endpoint *ep, const struct http_req *req,
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
-	if (req->timeout_ms > 0)
-		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, req->timeout_ms);
+	/* a backend call's deadline bounds every request made for it */
+	long timeout_ms = call_deadline_clamp_ms(req->timeout_ms);
+	if (timeout_ms > 0)
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
 	if (req->stall_ms > 0) {
 		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
 		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
@@ -272,6 +275,7 @@ CURL *http_connect_raw(struct http_endpoint *ep, long timeout_ms,
 	curl_easy_setopt(h, CURLOPT_URL, ep->base_url);
 	curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
+	timeout_ms = call_deadline_clamp_ms(timeout_ms);
 	if (timeout_ms > 0)
 		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
 	CURLcode c = curl_easy_perform(h);

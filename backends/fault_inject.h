@@ -1,0 +1,77 @@
+/* Fault injection (testing aid, -o inject_faults=SPEC): a decorator the
+ * dispatch layer consults before each backend call, so the fs core's and
+ * the daemon's behaviour under failures can be tested on any backend.
+ *
+ * SPEC is one or more rules joined by '+':
+ *   ACTION:KIND:WHEN     e.g. transient:write:1, stall:stat:every3
+ *   seed:N               seed of the generator behind p... rules (default 1)
+ * ACTION  transient  the call fails with -ECONNRESET, as a dropped
+ *                    connection would; the dispatch layer may retry it
+ *         error      the call fails with -EIO; not retried, sandbox intact
+ *         terminal   the sandbox is declared gone (sb_backend_fail)
+ *         stall      the call hangs in the sandbox until its deadline
+ *         kill       the sandbox is destroyed, then the call goes on, so
+ *                    the backend finds out by itself that it is gone
+ * KIND    an sb_call_name() (write, exec, list, stat, read, mkdir, remove,
+ *         rename, chmod, truncate, utimens, symlink, readlink, statfs) or
+ *         any; each rule counts the attempts of its own kind
+ * WHEN    N          the Nth attempt only (1 = the first)
+ *         N-M        attempts N to M, both included
+ *         everyN     attempts N, 2N, 3N, ...
+ *         pF         each attempt with probability F (0 < F <= 1), from a
+ *                    seeded generator: the same SPEC fails the same calls
+ */
+#ifndef SBFS_FAULT_INJECT_H
+#define SBFS_FAULT_INJECT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+#define FAULT_RULES_MAX 16
+#define FAULT_KIND_ANY SB_CALL_COUNT
+
+enum fault_action {
+	FAULT_NONE,
+	FAULT_TRANSIENT,
+	FAULT_ERROR,
+	FAULT_TERMINAL,
+	FAULT_STALL,
+	FAULT_KILL,
+};
+
+enum fault_when { FAULT_NTH, FAULT_EVERY, FAULT_PROB };
+
+
+struct fault_rule {
+	enum fault_action action;
+	int kind;              /* enum sb_call, or FAULT_KIND_ANY */
+	enum fault_when when;
+	uint64_t n, last;      /* NTH: attempts n..last; EVERY: n */
+	double p;              /* PROB */
+	atomic_uint_fast64_t seen; /* attempts of this kind so far */
+};
+
+struct fault_plan {
+	struct fault_rule rules[FAULT_RULES_MAX];
+	size_t n;
+	uint64_t seed;
+	uint64_t rng;          /* xorshift state, under the lock below */
+	atomic_flag rng_lock;
+	atomic_uint_fast64_t injected;
+};
+
+/* Parses SPEC into *plan. 0, or -1 with a one-line reason in err. */
+int fault_plan_parse(struct fault_plan *plan, const char *spec, char *err,
+		     size_t errlen);
+
+/* The fault for this attempt of a call of kind (FAULT_NONE for most):
+ * counts the attempt in every matching rule; the first rule that fires
+ * wins. Thread-safe. */
+enum fault_action fault_plan_next(struct fault_plan *plan, enum sb_call kind);
+
+const char *fault_action_name(enum fault_action a);
+
+#endif

@@ -1,0 +1,106 @@
+/* -o inject_faults=SPEC: the grammar, its error messages, and which calls
+ * a plan fails. */
+#include "backends/fault_inject.h"
+#include "unit.h"
+
+static struct fault_plan plan;
+static char err[512];
+
+static bool parses(const char *spec)
+{
+	err[0] = '\0';
+	return fault_plan_parse(&plan, spec, err, sizeof err) == 0;
+}
+
+/* The actions of the first n attempts of kind, as a string of letters:
+ * '.' none, 't' transient, 'e' error, 'T' terminal, 's' stall, 'k' kill. */
+static void run(enum sb_call kind, int n, char *out)
+{
+	static const char letters[] = ".teTsk";
+	for (int i = 0; i < n; i++)
+		out[i] = letters[fault_plan_next(&plan, kind)];
+	out[n] = '\0';
+}
+
+static void test_nth_and_every(void)
+{
+	char got[16];
+	CHECK(parses("transient:write:2"));
+	run(SB_CALL_WRITE, 5, got);
+	CHECK(!strcmp(got, ".t..."));
+	run(SB_CALL_STAT, 3, got); /* other kinds are not counted */
+	CHECK(!strcmp(got, "..."));
+
+	CHECK(parses("error:write:2-4"));
+	run(SB_CALL_WRITE, 6, got);
+	CHECK(!strcmp(got, ".eee.."));
+
+	CHECK(parses("error:stat:every3"));
+	run(SB_CALL_STAT, 7, got);
+	CHECK(!strcmp(got, "..e..e."));
+
+	CHECK(parses("terminal:any:1"));
+	run(SB_CALL_LIST, 2, got);
+	CHECK(!strcmp(got, "T."));
+
+	/* rules count independently; the first rule that fires wins */
+	CHECK(parses("stall:read:1+kill:any:every2"));
+	run(SB_CALL_READ, 4, got);
+	CHECK(!strcmp(got, "sk.k"));
+	CHECK_INT(atomic_load(&plan.injected), 3);
+}
+
+static void test_probability_is_seeded(void)
+{
+	char a[65], b[65], c[65];
+	CHECK(parses("seed:7+transient:any:p0.5"));
+	run(SB_CALL_WRITE, 64, a);
+	CHECK(parses("transient:any:p0.5+seed:7"));
+	run(SB_CALL_WRITE, 64, b);
+	CHECK(!strcmp(a, b));
+	CHECK(parses("seed:8+transient:any:p0.5"));
+	run(SB_CALL_WRITE, 64, c);
+	CHECK(strcmp(a, c) != 0);
+	size_t hits = 0;
+	for (int i = 0; i < 64; i++)
+		hits += a[i] == 't';
+	CHECK(hits > 8 && hits < 56); /* roughly half of 64 */
+	CHECK(parses("transient:any:p1"));
+	run(SB_CALL_EXEC, 8, a);
+	CHECK(!strcmp(a, "tttttttt"));
+}
+
+static void test_rejects(void)
+{
+	static const char *const bad[] = {
+		"", "transient", "transient:write", "transient:write:",
+		"transient:write:0", "transient:write:x", "explode:write:1",
+		"transient:create:1", "transient:destroy:1", "transient:wrte:1",
+		"transient:write:every", "transient:write:every0",
+		"transient:write:p0", "transient:write:p1.5", "transient:write:pabc",
+		"transient:write:1+", "+transient:write:1", "seed:x", "seed:5",
+		"transient:write:1:extra", "transient:write:-1",
+		"transient:write:3-2", "transient:write:1-", "transient:write:1-x",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		bool ok = parses(bad[i]);
+		CHECK(!ok);
+		if (ok)
+			fprintf(stderr, "accepted bad SPEC '%s'\n", bad[i]);
+		/* one line, naming the option */
+		CHECK(strncmp(err, "inject_faults:", 14) == 0);
+		CHECK(strchr(err, '\n') == NULL);
+	}
+	CHECK(parses("transient:write:1"));
+	CHECK(parses("kill:exec:3+seed:0+error:mkdir:every2+stall:any:p0.25"));
+	CHECK_INT(plan.n, 3);
+	CHECK_INT(plan.rules[2].kind, FAULT_KIND_ANY);
+}
+
+int main(void)
+{
+	test_nth_and_every();
+	test_probability_is_seeded();
+	test_rejects();
+	return unit_done("fault_spec");
+}
