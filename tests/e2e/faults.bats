@@ -1,0 +1,131 @@
+#!/usr/bin/env bats
+# Behaviour under faults, injected with -o inject_faults (see
+# backends/fault_inject.h): transient failures are retried, lasting ones
+# reach close() and keep the data, a stalled call ends at its deadline, and
+# a sandbox that dies says so once and fails fast. Acts through the mount,
+# verifies through sbexec.
+
+load helpers
+
+WS=/workspace
+
+setup() {
+	sbfs_setup
+	# where unmount saves what it could not upload
+	export XDG_STATE_HOME=$T/state
+	printf 'line one\nline two\n' >"$T/src"
+}
+
+teardown() {
+	sbfs_teardown
+}
+
+# status_field JQ: one value from sbfs status --json of $MNT.
+status_field() {
+	status_json | jq -r "$1"
+}
+
+write_errors_at_least() {
+	(($(status_field '.errors.write') >= $1))
+}
+
+state_is_dead() {
+	[[ $(status_field '.state') == dead ]]
+}
+
+@test "inject_faults: a bad SPEC is refused at mount time with one line, nothing mounted" {
+	mkdir -p "$T/mnt"
+	local spec
+	for spec in explode:write:1 transient:wrte:1 transient:write:0 \
+		transient:write:p2 transient:write; do
+		run timeout 60 sbfs -o "$(sbfs_opts mnt "inject_faults=$spec")" "$T/mnt"
+		[[ $status -ne 0 && $status -ne 124 ]] || fail "SPEC $spec: status $status"
+		assert_output_has "inject_faults"
+		assert_eq "$(printf '%s\n' "$output" | wc -l)" 1 "one line for $spec"
+		nothing_left_behind "$T/mnt"
+	done
+}
+
+@test "a write failing once with a transient error is retried: file intact, retry counted" {
+	mount_sbfs -o "inject_faults=transient:write:1"
+	cp "$T/src" "$MNT/f"
+	assert_eq "$(sb cat "$WS/f")" "$(cat "$T/src")"
+	assert_eq "$(status_field '.retries')" 1
+	assert_eq "$(status_field '.faults_injected')" 1
+	assert_eq "$(status_field '.pending_uploads | length')" 0
+	assert_eq "$(status_field '.state')" running
+}
+
+@test "transient write failures that last: bounded retries, close() fails, data kept and named, sbfs sync lands it" {
+	# attempts 1-4 (close) and 5-8 (last release) fail; the 9th succeeds
+	mount_sbfs -o "inject_faults=transient:write:1-8"
+	run cp "$T/src" "$MNT/f"
+	assert_status 1
+	poll 20 write_errors_at_least 8 || fail "the release's upload was not tried"
+	assert_eq "$(status_field '.retries')" 6
+	assert_eq "$(status_field '.pending_uploads[0].path')" /f
+	[[ -n $(status_field '.pending_uploads[0].error // empty') ]] || fail "no error named in status"
+	assert_eq "$(status_field '.pending_uploads[0].bytes')" "$(stat -c %s "$T/src")"
+	# the fault has cleared: sync uploads what was kept (sbexec would too)
+	sbfs sync "$MNT"
+	assert_eq "$(sb cat "$WS/f")" "$(cat "$T/src")"
+	assert_eq "$(status_field '.pending_uploads | length')" 0
+}
+
+@test "a terminal failure during an upload: close() fails, dead said once, data saved at unmount, exit non-zero" {
+	mount_sbfs -f -o "inject_faults=terminal:write:1"
+	run cp "$T/src" "$MNT/f"
+	assert_status 1
+	assert_eq "$(status_field '.state')" dead
+	assert_eq "$(status_field '.pending_uploads[0].path')" /f
+	# later operations fail at once, and the death is not repeated
+	run ls "$MNT"
+	[[ $status -ne 0 ]] || fail "ls on a dead sandbox succeeded"
+	run sb true
+	assert_status 125
+	assert_eq "$(grep -c 'sandbox unusable' "$T/mnt.fg.out")" 1
+	fusermount3 -u "$MNT"
+	poll 30 not_pid_alive "$SBFS_FG_PID" || fail "daemon still running after unmount"
+	rc=0
+	wait "$SBFS_FG_PID" || rc=$?
+	[[ $rc -ne 0 ]] || fail "the daemon exited 0 although a file could not be uploaded"
+	local dir
+	dir=$(ls -d "$T"/state/sbfs/unsaved/*) || fail "nothing saved under $T/state"
+	grep -F "saved in $dir" "$T/mnt.fg.out" || fail "no line naming where the data went"
+	assert_eq "$(cat "$dir/f")" "$(cat "$T/src")"
+	assert_sandbox_gone
+}
+
+@test "a stalled call ends at its deadline with ETIMEDOUT, not a hang; the mount keeps working" {
+	mount_sbfs -o "call_timeout=3,inject_faults=stall:mkdir:1+stall:write:1"
+	run timeout 120 mkdir "$MNT/d"
+	assert_status 1
+	assert_output_has "timed out"
+	# a stalled upload: close() reports it, the data is kept
+	run timeout 120 cp "$T/src" "$MNT/f"
+	[[ $status -ne 124 ]] || fail "cp hung on a stalled upload"
+	mkdir "$MNT/d2"
+	sb test -d "$WS/d2"
+	timeout 120 sbfs sync "$MNT"
+	assert_eq "$(sb cat "$WS/f")" "$(cat "$T/src")"
+	(($(status_field '.deadlines') >= 1)) || fail "no call counted as ended by its deadline"
+	assert_eq "$(status_field '.state')" running
+}
+
+@test "the sandbox killed mid-call: said once in the log and status, later ops fail fast, unmount works" {
+	mount_sbfs -o "inject_faults=kill:mkdir:1"
+	echo before >"$MNT/kept"
+	run timeout 120 mkdir "$MNT/d"
+	assert_status 1
+	poll 30 state_is_dead || fail "status does not say the sandbox is dead"
+	[[ -n $(status_field '.reason') ]] || fail "no reason in status"
+	run timeout 60 ls "$MNT"
+	[[ $status -ne 0 && $status -ne 124 ]] || fail "ls: status $status after the sandbox died"
+	run timeout 60 touch "$MNT/new"
+	[[ $status -ne 0 && $status -ne 124 ]] || fail "touch: status $status after the sandbox died"
+	run timeout 60 sbexec -m "$MNT" true
+	assert_status 125
+	assert_eq "$(grep -c 'sandbox unusable' "$T/mnt.log")" 1
+	unmount_sbfs
+	assert_sandbox_gone
+}
