@@ -152,7 +152,11 @@ int sb_backend_destroy(struct sb_backend *b)
 		return 0;
 	if (!b->spec.keep) {
 		atomic_fetch_add(&b->counters.calls[SB_CALL_DESTROY], 1);
+		/* unmount must end even when the sandbox's host does not answer */
+		double prev = call_deadline_enter(b->call_timeout_s > 0 ? b->call_timeout_s
+						  : SB_CALL_TIMEOUT_DEFAULT_S);
 		rc = b->ops->destroy(b);
+		call_deadline_restore(prev);
 		if (rc < 0)
 			atomic_fetch_add(&b->counters.errors[SB_CALL_DESTROY], 1);
 	}
@@ -327,7 +331,7 @@ static bool attempt_retry(struct sb_backend *b, struct call *c, int rc)
 	unsigned rnd = 0;
 	if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
 		rnd = (unsigned)c->attempt * 2654435761u;
-	double cap = RETRY_BASE_MS / 1000.0 * (double)(1u << c->attempt);
+	double cap = RETRY_BASE_MS / 1000.0 * (double)(1u << (c->attempt - 1));
 	double wait = cap * ((double)(rnd % 1000) + 1) / 1000.0;
 	double deadline = call_deadline_get();
 	if (deadline > 0 && call_deadline_now() + wait >= deadline)

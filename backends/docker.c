@@ -525,7 +525,7 @@ static int docker_destroy(struct sb_backend *b)
 {
 	struct docker *d = b->priv;
 	if (!d || !d->cid[0])
-		return 0;
+		return 0; /* never created */
 	/* the removal also ends the watcher's wait at once */
 	atomic_store(&d->stopping, true);
 	struct dk_result r;
@@ -536,10 +536,11 @@ static int docker_destroy(struct sb_backend *b)
 	char msg[sizeof(r.msg)];
 	snprintf(msg, sizeof(msg), "%s", r.msg);
 	dk_result_free(&r);
-	if (rc == 0 && (st < 300 || st == 404)) {
-		d->cid[0] = '\0';
+	/* The id stays: a call racing with or following the removal then
+	 * gets the engine's 404 and reports the container gone, and a second
+	 * destroy gets a 404 too, which is success. */
+	if (rc == 0 && (st < 300 || st == 404))
 		return 0;
-	}
 	sb_err("docker: could not remove container %s: %s; remove it with: docker rm -f %s",
 	       b->id, msg, b->id);
 	return rc < 0 ? rc : -EIO;
