@@ -667,8 +667,11 @@ static void kill_exec(struct sb_backend *b, const char *marker)
 		.cancel_fd = -1,
 	};
 	struct sb_exec_result kr;
-	/* as root, so that it can read every environ and kill anything */
+	/* as root, so that it can read every environ and kill anything; also
+	 * after the call's deadline, which is often why it runs */
+	double held = call_deadline_suspend();
 	int rc = exec_run(b, &k, &kr, "0", false);
+	call_deadline_restore(held);
 	if (rc < 0 || kr.timed_out || kr.exit_code != 0)
 		sb_warn("docker: killing a command in %s failed (%s)", b->id,
 			rc < 0 ? strerror(-rc) : "kill script failed");

@@ -505,7 +505,11 @@ static void kill_exec(struct sb_backend *b, const char *exec_id)
 		.cancel_fd = -1,
 	};
 	struct sb_exec_result res;
-	if (modal_run(b, &r, &res) < 0 || res.exit_code != 0)
+	/* also after the call's deadline, which is often why it runs */
+	double held = call_deadline_suspend();
+	int rc = modal_run(b, &r, &res);
+	call_deadline_restore(held);
+	if (rc < 0 || res.exit_code != 0)
 		sb_warn("modal: could not kill exec %s in the sandbox", exec_id);
 }
 
@@ -747,7 +751,10 @@ static bool still_alive(struct sb_backend *b)
 		.cancel_fd = -1,
 	};
 	struct sb_exec_result res;
+	/* a spent call deadline must not read as a dead sandbox */
+	double held = call_deadline_suspend();
 	int rc = modal_run(b, &r, &res);
+	call_deadline_restore(held);
 	return rc == 0 && !res.sandbox_terminated;
 }
 

@@ -25,6 +25,13 @@ void call_deadline_restore(double previous)
 	deadline = previous;
 }
 
+double call_deadline_suspend(void)
+{
+	double prev = deadline;
+	deadline = 0;
+	return prev;
+}
+
 double call_deadline_get(void)
 {
 	return deadline;

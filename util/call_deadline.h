@@ -13,6 +13,10 @@ double call_deadline_now(void);
  * previous deadline, for call_deadline_restore. */
 double call_deadline_enter(double seconds);
 void call_deadline_restore(double previous);
+/* Lifts the deadline for clean-up that must run even after it passed
+ * (killing a timed-out command, checking the sandbox is alive), which
+ * keeps its own bound. Returns the deadline for call_deadline_restore. */
+double call_deadline_suspend(void);
 /* The absolute deadline (call_deadline_now() scale), 0 when none. */
 double call_deadline_get(void);
 

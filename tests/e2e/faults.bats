@@ -29,6 +29,17 @@ write_errors_at_least() {
 	(($(status_field '.errors.write') >= $1))
 }
 
+# stalled_sleeps: how many of the injected stall's commands still run in
+# the sandbox (the deadline must have killed them, not just stopped waiting)
+stalled_sleeps() {
+	sb sh -c 'for p in /proc/[0-9]*; do tr "\000" " " <"$p/cmdline" 2>/dev/null; echo; done' |
+		grep -c '^sleep 2147483 *$' || true
+}
+
+no_stalled_sleeps() {
+	[[ $(stalled_sleeps) == 0 ]]
+}
+
 state_is_dead() {
 	[[ $(status_field '.state') == dead ]]
 }
@@ -109,6 +120,7 @@ state_is_dead() {
 	timeout 120 sbfs sync "$MNT"
 	assert_eq "$(sb cat "$WS/f")" "$(cat "$T/src")"
 	(($(status_field '.deadlines') >= 1)) || fail "no call counted as ended by its deadline"
+	poll 20 no_stalled_sleeps || fail "$(stalled_sleeps) stalled command(s) still run in the sandbox"
 	assert_eq "$(status_field '.state')" running
 }
 
