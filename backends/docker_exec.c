@@ -453,7 +453,7 @@ static int start_stream(struct sb_backend *b, struct pump *p,
 			 "User-Agent: sbfs\r\nContent-Type: application/json\r\n"
 			 "Content-Length: %zu\r\n\r\n%s",
 			 d->api, exec_id, sizeof(body) - 1, body);
-	double deadline = now_s() + START_TIMEOUT_S;
+	double deadline = now_s() + call_deadline_clamp(START_TIMEOUT_S);
 	int rc = conn_send_all(&p->c, head, (size_t)n, deadline);
 	size_t got = 0, off = 0;
 	if (rc == 0)
