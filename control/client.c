@@ -321,8 +321,14 @@ static void print_status(FILE *out, json_t *o)
 			size_t i;
 			json_t *e;
 			json_array_foreach(pending, i, e) {
+				const char *path = json_string_value(json_object_get(e, "path"));
+				const char *err = json_string_value(json_object_get(e, "error"));
 				if (json_is_string(e))
 					fprintf(out, "  %s\n", json_string_value(e));
+				else if (path)
+					fprintf(out, "  %s (%lld bytes%s%s)\n", path,
+						(long long)json_integer_value(json_object_get(e, "bytes")),
+						err ? ", last upload failed: " : "", err ? err : "");
 			}
 		}
 	}

@@ -77,6 +77,8 @@ state_is_dead() {
 	assert_eq "$(status_field '.pending_uploads[0].path')" /f
 	[[ -n $(status_field '.pending_uploads[0].error // empty') ]] || fail "no error named in status"
 	assert_eq "$(status_field '.pending_uploads[0].bytes')" "$(stat -c %s "$T/src")"
+	run sbfs status "$MNT"
+	assert_output_has "/f ($(stat -c %s "$T/src") bytes, last upload failed: "
 	# the fault has cleared: sync uploads what was kept (sbexec would too)
 	sbfs sync "$MNT"
 	assert_eq "$(sb cat "$WS/f")" "$(cat "$T/src")"
