@@ -211,7 +211,7 @@ bool sb_error_is_transient(int rc)
 }
 
 /* Bounded retries of transient errors: at most RETRY_ATTEMPTS tries, the
- * n-th wait RETRY_BASE_MS * 2^n with full jitter, all within the call's
+ * n-th wait up to RETRY_BASE_MS * 2^(n-1) (full jitter), all within the call's
  * deadline. */
 #define RETRY_ATTEMPTS 4
 #define RETRY_BASE_MS 50.0
