@@ -340,8 +340,11 @@ static int make_present(struct file_state *f, struct sb_backend *b,
 		int r = fetch_sync(f, b, path, plan[0]);
 		if (r == -ESTALE) {
 			if (++changes > CHANGE_RETRIES) {
-				sb_warn("%s keeps changing in the sandbox while "
-					"being read; read failed", path);
+				if (!f->warned_changing)
+					sb_warn("%s keeps changing in the sandbox "
+						"while being read: reads of it fail "
+						"with EIO until it holds still", path);
+				f->warned_changing = true;
 				return -EIO;
 			}
 			continue;

@@ -67,6 +67,7 @@ struct file_state {
 	/* A fetch found the sandbox's copy different from the attributes the
 	 * node had: op_read makes them be asked again. */
 	bool remote_changed;
+	bool warned_changing;    /* "keeps changing" logged once per spool */
 };
 
 /* A new state with an empty spool in dir. size is the remote size (0 for
