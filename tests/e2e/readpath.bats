@@ -70,6 +70,21 @@ sandbox_sha() {
 	assert_eq "$(calls read)" "$((before + 1))" "read calls"
 }
 
+# fincore opens the file and counts its pages in the page cache: an open
+# that does not keep the cache empties it first.
+@test "the page cache is kept across opens while the file is unchanged" {
+	require_cmd fincore
+	sb sh -c 'head -c 4194304 /dev/urandom > pc'
+	cat "$MNT/pc" >/dev/null
+	pages=$(fincore -n -o PAGES "$MNT/pc" | tr -d ' ')
+	assert_eq "$pages" 1024 "pages cached after a read and a new open"
+	# Changed in the sandbox: the next open must not show the old pages.
+	sb sh -c 'head -c 4194304 /dev/urandom > pc'
+	pages=$(fincore -n -o PAGES "$MNT/pc" | tr -d ' ')
+	assert_eq "$pages" 0 "pages cached after the sandbox rewrote the file"
+	assert_eq "$(sha256sum <"$MNT/pc" | cut -d' ' -f1)" "$(sandbox_sha pc)" "content"
+}
+
 # The sandbox replaces f (write a temp file, rename over) with versions
 # that differ in every byte and in size, while the host reads it through one open
 # descriptor with O_DIRECT (each read() is then one FUSE read) in 96 KiB
