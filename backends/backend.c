@@ -412,8 +412,8 @@ int sb_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	return attempt_end(b, &c, rc, NULL);
 }
 
-int sb_read(struct sb_backend *b, const char *path, off_t off, size_t len,
-	    char *buf, size_t *got)
+int sb_read_stream(struct sb_backend *b, const char *path, off_t off,
+		   size_t len, const struct sb_read_sink *sink, size_t *got)
 {
 	struct call c = {.kind = SB_CALL_READ};
 	int rc;
@@ -421,7 +421,7 @@ int sb_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 		*got = 0;
 		rc = attempt_begin(b, &c);
 		if (rc == 0) {
-			rc = shell_read(b, path, off, len, buf, got);
+			rc = shell_read(b, path, off, len, sink, got);
 			if (rc == 0)
 				atomic_fetch_add(&b->counters.bytes_down, *got);
 			count(b, SB_CALL_READ, rc, true);
@@ -430,6 +430,32 @@ int sb_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 		}
 	} while (attempt_retry(b, &c, rc));
 	return attempt_end(b, &c, rc, NULL);
+}
+
+struct read_into_buf {
+	char *buf;
+	off_t off;
+};
+
+static int buf_ident(void *arg, const char *ident, off_t size)
+{
+	(void)arg, (void)ident, (void)size;
+	return 0;
+}
+
+static int buf_data(void *arg, off_t off, const char *d, size_t n)
+{
+	struct read_into_buf *r = arg;
+	memcpy(r->buf + (off - r->off), d, n);
+	return 0;
+}
+
+int sb_read(struct sb_backend *b, const char *path, off_t off, size_t len,
+	    char *buf, size_t *got)
+{
+	struct read_into_buf r = {.buf = buf, .off = off};
+	struct sb_read_sink sink = {.ident = buf_ident, .data = buf_data, .arg = &r};
+	return sb_read_stream(b, path, off, len, &sink, got);
 }
 
 int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,

@@ -224,6 +224,22 @@ int sb_exec(struct sb_backend *b, const struct sb_exec_req *req,
  * files are refused with -EINVAL and never opened. */
 int sb_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 	    char *buf, size_t *got);
+
+/* Where a streamed read window goes. The guest opens the file once and
+ * reports the identity of what it opened before any byte of it: ident is
+ * an opaque line (size, inode, mtime, ctime) that differs between versions
+ * of a file, size is the file's size. Then data comes in order, as file
+ * offsets within the requested range. A callback returning negative aborts
+ * the read with that value. The read fails with -EAGAIN when the file
+ * changed while it was being read (what came is then not one version). */
+#define SB_IDENT_MAX 128
+struct sb_read_sink {
+	int (*ident)(void *arg, const char *ident, off_t size);
+	int (*data)(void *arg, off_t off, const char *d, size_t n);
+	void *arg;
+};
+int sb_read_stream(struct sb_backend *b, const char *path, off_t off,
+		   size_t len, const struct sb_read_sink *sink, size_t *got);
 int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
 		  mode_t mode);
 int sb_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out);

@@ -323,8 +323,14 @@ fail:
 
 /* ---- operations ---- */
 
+/* A read window's output: the identity line of the file the guest opened,
+ * then the bytes of the aligned window dd was bounded to. */
 struct read_win {
-	char *buf;
+	const struct sb_read_sink *sink;
+	char ident[SB_IDENT_MAX];
+	size_t ident_len;
+	bool have_ident;
+	off_t off;     /* file offset of the request */
 	size_t skip;   /* bytes of the aligned window before the request */
 	size_t len;    /* bytes wanted */
 	size_t seen;   /* bytes of the window received so far */
@@ -332,11 +338,42 @@ struct read_win {
 	size_t got;
 };
 
-/* Stores only the requested slice of the aligned window, and refuses
+/* "SIZE rest...": the size is the first field, the rest is compared as is. */
+static int take_ident(struct read_win *w)
+{
+	const char *p = w->ident, *end = w->ident + w->ident_len;
+	uint64_t size;
+	if (parse_u64(&p, end, 10, &size) < 0 || size > INT64_MAX ||
+	    p == end || *p != ' ')
+		return -EPROTO;
+	for (const char *c = w->ident; c < end; c++)
+		if ((unsigned char)*c < ' ')
+			return -EPROTO;
+	w->ident[w->ident_len] = '\0';
+	w->have_ident = true;
+	return w->sink->ident(w->sink->arg, w->ident, (off_t)size);
+}
+
+/* Hands on only the requested slice of the aligned window, and refuses
  * anything past the window dd was bounded to. */
 static int read_cb(void *arg, const char *d, size_t n)
 {
 	struct read_win *w = arg;
+	while (!w->have_ident && n > 0) {
+		if (*d == '\n') {
+			int r = take_ident(w);
+			d++, n--;
+			if (r < 0)
+				return r;
+			break;
+		}
+		if (w->ident_len + 1 >= sizeof w->ident)
+			return -EPROTO;
+		w->ident[w->ident_len++] = *d++;
+		n--;
+	}
+	if (n == 0)
+		return 0;
 	if (w->seen + n > w->window)
 		return -EFBIG;
 	size_t start = w->seen, stop = w->seen + n;
@@ -344,14 +381,17 @@ static int read_cb(void *arg, const char *d, size_t n)
 	size_t lo = start > w->skip ? start : w->skip;
 	size_t hi = stop < w->skip + w->len ? stop : w->skip + w->len;
 	if (lo < hi) {
-		memcpy(w->buf + (lo - w->skip), d + (lo - start), hi - lo);
+		int r = w->sink->data(w->sink->arg, w->off + (off_t)(lo - w->skip),
+				      d + (lo - start), hi - lo);
+		if (r < 0)
+			return r;
 		w->got += hi - lo;
 	}
 	return 0;
 }
 
 int shell_read(struct sb_backend *b, const char *path, off_t off, size_t len,
-	       char *buf, size_t *got)
+	       const struct sb_read_sink *sink, size_t *got)
 {
 	*got = 0;
 	if (!path_ok(path) || off < 0)
@@ -366,20 +406,33 @@ int shell_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 	snprintf(skip, sizeof(skip), "%" PRIu64, first);
 	snprintf(count, sizeof(count), "%" PRIu64, last - first);
 	struct read_win w = {
-		.buf = buf,
+		.sink = sink,
+		.off = off,
 		.skip = (size_t)((uint64_t)off - first * READ_BLOCK),
 		.len = len,
 		.window = (size_t)((last - first) * READ_BLOCK),
 	};
+	/* The file is opened once (fd 3) and its identity taken from the open
+	 * file, before and after dd: equal lines mean the bytes are of one
+	 * version of it (a rename over it, a rewrite or a resize in between
+	 * changes the inode, size or a timestamp). */
 	static const char script[] = PRELUDE
-		"need dd\n"
+		"need dd stat\n"
 		"ex \"$1\" || miss \"$1\"\n"
 		"[ -d \"$1\" ] && exit 102\n"
 		"[ -f \"$1\" ] || exit 101\n"
 		"[ -r \"$1\" ] || exit 106\n"
-		"dd if=\"$1\" bs=65536 skip=\"$2\" count=\"$3\" 2>/dev/null || exit 106\n";
+		"exec 3<\"$1\"\n"
+		"[ -f /proc/self/fd/3 ] || exit 101\n"
+		"id(){ stat -L -c '%s %i %y %z' /proc/self/fd/3; }\n"
+		"a=$(id) || exit 106\n"
+		"printf '%s\\n' \"$a\"\n"
+		"dd bs=65536 skip=\"$2\" count=\"$3\" <&3 2>/dev/null || exit 106\n"
+		"[ \"$a\" = \"$(id)\" ] || exit 107\n";
 	const char *args[] = {path, skip, count, NULL};
 	int rc = run_script(b, "read", script, args, -1, read_cb, &w);
+	if (rc == 0 && !w.have_ident)
+		rc = -EPROTO;
 	*got = rc == 0 ? w.got : 0;
 	return rc;
 }

@@ -9,9 +9,9 @@
 #include "backend.h"
 
 /* Reads are never native: a guarded check that path is a regular file,
- * then a dd bounded to the window. */
+ * its identity, then a dd bounded to the window (see sb_read_stream). */
 int shell_read(struct sb_backend *b, const char *path, off_t off, size_t len,
-	       char *buf, size_t *got);
+	       const struct sb_read_sink *sink, size_t *got);
 
 int shell_write_file(struct sb_backend *b, const char *path, int fd,
 		     off_t size, mode_t mode);

@@ -1,7 +1,10 @@
 #include "file_state.h"
+#include "../util/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,10 +23,11 @@ struct file_state *file_state_new(const char *spool_dir, off_t size,
 		return NULL;
 	}
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->fetched, NULL);
 	f->size = size;
 	f->mode = mode & 07777;
 	f->remote_exists = remote_exists;
-	f->window = FILE_WINDOW_MIN;
+	f->window = READ_WINDOW_MIN;
 	f->seq_next = -1;
 	f->identity_known = remote_exists;
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
@@ -34,6 +38,13 @@ void file_state_free(struct file_state *f)
 {
 	if (!f)
 		return;
+	/* Read-ahead still under way stops at its next chunk. */
+	pthread_mutex_lock(&f->lock);
+	atomic_fetch_add(&f->content_gen, 1);
+	while (f->n_inflight > 0)
+		pthread_cond_wait(&f->fetched, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+	pthread_cond_destroy(&f->fetched);
 	close(f->fd);
 	range_set_free(&f->present);
 	pthread_mutex_destroy(&f->lock);
@@ -56,53 +67,301 @@ static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
 	return 0;
 }
 
-/* Fetches the aligned window covering [start, end) from the sandbox and
- * stores the parts the spool does not have yet: bytes written locally are
- * newer than the sandbox's and must not be overwritten. */
-static int fetch_window(struct file_state *f, struct sb_backend *b,
-			const char *guest_path, off_t start, off_t end)
+/* ---- fetching ----
+ * A fetch streams one range from the sandbox into the spool without
+ * f->lock. Its range is registered in f->inflight first: planning treats it
+ * as covered (nothing else fetches it) and local writes to it wait for it,
+ * so its bytes never overwrite newer ones. It becomes present only if the
+ * identity the guest reported is the spool's and no drop came meanwhile. */
+
+/* Times a reader starts over after the sandbox's copy changed under it
+ * before giving up with EIO. */
+#define CHANGE_RETRIES 4
+
+struct fetch {
+	struct file_state *f;
+	struct sb_backend *b;
+	char *path;
+	struct range r;
+	uint64_t gen;
+	char expect[SB_IDENT_MAX]; /* f->ident when it started */
+	char ident[SB_IDENT_MAX];  /* what the guest reported */
+	off_t ident_size;
+	size_t got;
+	int result;
+};
+
+static int fetch_ident(void *arg, const char *ident, off_t size)
 {
-	off_t wstart = start - start % FILE_WINDOW_ALIGN;
-	off_t wend = end + (FILE_WINDOW_ALIGN - end % FILE_WINDOW_ALIGN) %
-				   FILE_WINDOW_ALIGN;
-	size_t len = (size_t)(wend - wstart);
-	char *buf = malloc(len);
-	if (!buf)
-		return -ENOMEM;
-	size_t got = 0;
-	int r = sb_read(b, guest_path, wstart, len, buf, &got);
-	if (r < 0) {
-		free(buf);
-		return r;
-	}
-	/* The sandbox's copy may be shorter than what we believed (it changed
-	 * under us); what it lacks reads as zeroes, as after a truncate. */
-	if (got < len)
-		memset(buf + got, 0, len - got);
-	off_t limit = wend < f->size ? wend : f->size;
-	off_t gs, ge, pos = wstart;
-	while (pos < limit && range_set_first_gap(&f->present, pos, limit, &gs, &ge)) {
-		r = pwrite_all(f->fd, buf + (gs - wstart), (size_t)(ge - gs), gs);
-		if (r < 0)
-			break;
-		r = range_set_add(&f->present, gs, ge);
-		if (r < 0)
-			break;
-		pos = ge;
-	}
-	free(buf);
-	return r < 0 ? r : 0;
+	struct fetch *fe = arg;
+	if (atomic_load(&fe->f->content_gen) != fe->gen)
+		return -ECANCELED;
+	snprintf(fe->ident, sizeof fe->ident, "%s", ident);
+	fe->ident_size = size;
+	/* Another version than the spool's: nothing of it is wanted here. */
+	if (fe->expect[0] && strcmp(fe->expect, fe->ident) != 0)
+		return -ESTALE;
+	return 0;
 }
 
-static size_t next_window(struct file_state *f, off_t off)
+static int fetch_data(void *arg, off_t off, const char *d, size_t n)
 {
-	if (off == f->seq_next) {
-		if (f->window < FILE_WINDOW_MAX)
-			f->window *= 2;
-	} else {
-		f->window = FILE_WINDOW_MIN;
+	struct fetch *fe = arg;
+	if (atomic_load(&fe->f->content_gen) != fe->gen)
+		return -ECANCELED;
+	return pwrite_all(fe->f->fd, d, n, off);
+}
+
+/* f->lock held. Registers r as in flight; NULL when out of memory. */
+static struct fetch *fetch_begin(struct file_state *f, struct sb_backend *b,
+				 const char *path, struct range r)
+{
+	struct fetch *fe = calloc(1, sizeof *fe);
+	if (!fe || !(fe->path = strdup(path))) {
+		free(fe);
+		return NULL;
 	}
-	return f->window;
+	fe->f = f;
+	fe->b = b;
+	fe->r = r;
+	fe->gen = atomic_load(&f->content_gen);
+	memcpy(fe->expect, f->ident, sizeof fe->expect);
+	f->inflight[f->n_inflight++] = r;
+	return fe;
+}
+
+static void fetch_free(struct fetch *fe)
+{
+	free(fe->path);
+	free(fe);
+}
+
+/* Without f->lock. */
+static void fetch_run(struct fetch *fe)
+{
+	struct sb_read_sink sink = {
+		.ident = fetch_ident, .data = fetch_data, .arg = fe};
+	fe->result = sb_read_stream(fe->b, fe->path, fe->r.start,
+				    (size_t)(fe->r.end - fe->r.start), &sink,
+				    &fe->got);
+	/* The file changed while dd read it: the same as a change seen
+	 * between windows. */
+	if (fe->result == -EAGAIN)
+		fe->result = -ESTALE;
+}
+
+/* The fetched bytes go: the sandbox's copy is not the one they were of. */
+static void drop_content(struct file_state *f)
+{
+	atomic_fetch_add(&f->content_gen, 1);
+	range_set_clear(&f->present);
+	f->ident[0] = '\0';
+	f->seq_next = -1;
+	f->window = READ_WINDOW_MIN;
+}
+
+/* f->lock held. The sandbox's copy is now the one named by fe's identity:
+ * a clean spool starts over with it; a dirty one holds local writes on top
+ * of the old copy, which must not be completed from the new one. */
+static int adopt_version(struct file_state *f, const struct fetch *fe)
+{
+	if (f->dirty) {
+		sb_warn("%s changed in the sandbox while it had unsaved changes "
+			"here; not mixing the two versions", fe->path);
+		return -EIO;
+	}
+	drop_content(f);
+	memcpy(f->ident, fe->ident, sizeof f->ident);
+	f->size = fe->ident_size;
+	/* The node's attributes are old: the next the sandbox reports with
+	 * this size name this content. */
+	f->identity_known = false;
+	f->adoptable = true;
+	f->remote_changed = true;
+	return 0;
+}
+
+/* f->lock held. Unregisters the fetch and records its outcome: 0, -ESTALE
+ * (the sandbox's copy changed; the spool now follows the new one), or
+ * -errno. */
+static int fetch_end(struct file_state *f, struct fetch *fe)
+{
+	for (size_t i = 0; i < f->n_inflight; i++) {
+		if (f->inflight[i].start == fe->r.start &&
+		    f->inflight[i].end == fe->r.end) {
+			f->inflight[i] = f->inflight[--f->n_inflight];
+			break;
+		}
+	}
+	pthread_cond_broadcast(&f->fetched);
+	int r = fe->result;
+	if (atomic_load(&f->content_gen) != fe->gen)
+		return r == -ECANCELED || r == -ESTALE ? -ESTALE : r < 0 ? r : -ESTALE;
+	if (r == -ESTALE) {
+		/* Stopped at the identity line, or dd saw a change: a
+		 * version other than the spool's has nothing in it yet. */
+		if (fe->ident[0] && strcmp(fe->ident, f->ident) != 0) {
+			int e = adopt_version(f, fe);
+			if (e < 0)
+				return e;
+		}
+		return -ESTALE;
+	}
+	if (r < 0)
+		return r;
+	bool changed = f->ident[0] ? strcmp(f->ident, fe->ident) != 0
+				   : !f->dirty && fe->ident_size != f->size;
+	if (changed) {
+		if ((r = adopt_version(f, fe)) < 0)
+			return r;
+		/* What this fetch brought is of the adopted version. */
+		r = -ESTALE;
+	} else if (!f->ident[0]) {
+		memcpy(f->ident, fe->ident, sizeof f->ident);
+	}
+	/* Past the sandbox's end of file the range reads as zeroes (the
+	 * spool is sparse): present too. */
+	off_t end = changed ? fe->r.start + (off_t)fe->got : fe->r.end;
+	if (end > f->size)
+		end = f->size;
+	if (end > fe->r.start) {
+		int e = range_set_add(&f->present, fe->r.start, end);
+		if (e < 0)
+			return e;
+	}
+	return r;
+}
+
+static void *fetch_thread(void *arg)
+{
+	struct fetch *fe = arg;
+	struct file_state *f = fe->f;
+	fetch_run(fe);
+	pthread_mutex_lock(&f->lock);
+	(void)fetch_end(f, fe); /* a reader needing the range fetches it */
+	pthread_mutex_unlock(&f->lock);
+	fetch_free(fe);
+	return NULL;
+}
+
+/* f->lock held. Read-ahead: its failures are left to the reader that
+ * needs the range. */
+static void fetch_async(struct file_state *f, struct sb_backend *b,
+			const char *path, struct range r)
+{
+	struct fetch *fe = fetch_begin(f, b, path, r);
+	if (!fe)
+		return;
+	pthread_attr_t attr;
+	pthread_t th;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	if (pthread_create(&th, &attr, fetch_thread, fe) != 0) {
+		fe->result = -EAGAIN;
+		(void)fetch_end(f, fe);
+		fetch_free(fe);
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* f->lock held; dropped during the call. */
+static int fetch_sync(struct file_state *f, struct sb_backend *b,
+		      const char *path, struct range r)
+{
+	struct fetch *fe = fetch_begin(f, b, path, r);
+	if (!fe)
+		return -ENOMEM;
+	pthread_mutex_unlock(&f->lock);
+	fetch_run(fe);
+	pthread_mutex_lock(&f->lock);
+	int rc = fetch_end(f, fe);
+	fetch_free(fe);
+	return rc;
+}
+
+static bool overlaps_inflight(const struct file_state *f, off_t start,
+			      off_t end)
+{
+	for (size_t i = 0; i < f->n_inflight; i++)
+		if (f->inflight[i].start < end && start < f->inflight[i].end)
+			return true;
+	return false;
+}
+
+/* f->lock held. Waits until no fetch writes into [start, end). */
+static void wait_fetches(struct file_state *f, off_t start, off_t end)
+{
+	while (overlaps_inflight(f, start, end))
+		pthread_cond_wait(&f->fetched, &f->lock);
+}
+
+/* f->lock held. Makes [off, *end) present, fetching what is missing (*end
+ * is clipped when the file turns out shorter); ahead: read-ahead windows
+ * to start past it. */
+static int make_present(struct file_state *f, struct sb_backend *b,
+			const char *path, off_t off, off_t *end,
+			unsigned ahead, size_t window, size_t *next_window)
+{
+	unsigned changes = 0;
+	for (;;) {
+		if (*end > f->size)
+			*end = f->size;
+		if (off >= *end)
+			return 0;
+		bool covered = range_set_covers(&f->present, off, *end);
+		size_t slots = READ_INFLIGHT_MAX - f->n_inflight;
+		if (covered && (ahead == 0 || slots == 0))
+			return 0;
+		struct range plan[READ_INFLIGHT_MAX];
+		struct read_plan_in in = {
+			.present = &f->present,
+			.inflight = f->inflight,
+			.n_inflight = f->n_inflight,
+			.off = covered ? *end : off,
+			.end = *end,
+			.size = f->size,
+			.window = window,
+			.ahead = ahead < slots ? ahead : (unsigned)slots,
+		};
+		size_t n = slots ? read_plan(&in, plan, slots, next_window) : 0;
+		bool need_first = !covered && n > 0 && plan[0].start < *end;
+		for (size_t i = need_first ? 1 : 0; i < n; i++)
+			fetch_async(f, b, path, plan[i]);
+		if (covered)
+			return 0;
+		ahead = 0; /* started now, if there was room */
+		window = *next_window;
+		if (!need_first) {
+			/* What is missing is being fetched already. */
+			pthread_cond_wait(&f->fetched, &f->lock);
+			continue;
+		}
+		int r = fetch_sync(f, b, path, plan[0]);
+		if (r == -ESTALE) {
+			if (++changes > CHANGE_RETRIES) {
+				if (!f->warned_changing)
+					sb_warn("%s keeps changing in the sandbox "
+						"while being read: reads of it fail "
+						"with EIO until it holds still", path);
+				f->warned_changing = true;
+				return -EIO;
+			}
+			continue;
+		}
+		if (r < 0)
+			return r;
+	}
+}
+
+/* Sequential: at or just around where the last read ended (the kernel's
+ * read-ahead sends neighbouring requests concurrently). */
+static bool is_sequential(const struct file_state *f, off_t off)
+{
+	if (f->seq_next < 0)
+		return false;
+	off_t slack = (off_t)f->window;
+	return off >= f->seq_next - slack && off <= f->seq_next + slack;
 }
 
 ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
@@ -114,19 +373,21 @@ ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
 	if ((off_t)len > f->size - off)
 		len = (size_t)(f->size - off);
 	off_t end = off + (off_t)len;
-	off_t gs, ge;
-	if (range_set_first_gap(&f->present, off, end, &gs, &ge)) {
-		/* One fetch fills every gap of its window. */
-		off_t wend = gs + (off_t)next_window(f, off);
-		if (wend < end)
-			wend = end;
-		if (wend > f->size)
-			wend = f->size;
-		int r = fetch_window(f, b, guest_path, gs, wend);
+	bool seq = is_sequential(f, off);
+	bool covered = range_set_covers(&f->present, off, end);
+	if (!covered || seq) {
+		size_t w = seq ? f->window : READ_WINDOW_MIN;
+		int r = make_present(f, b, guest_path, off, &end,
+				     seq ? READ_INFLIGHT_MAX - 1 : 0, w,
+				     &f->window);
 		if (r < 0)
 			return r;
+		if (off >= end)
+			return 0;
+		len = (size_t)(end - off);
 	}
-	f->seq_next = end;
+	if (!seq || end > f->seq_next)
+		f->seq_next = end;
 	size_t done = 0;
 	while (done < len) {
 		ssize_t n = pread(f->fd, buf + done, len - done, off + (off_t)done);
@@ -150,10 +411,11 @@ ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
 ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
 			 off_t off)
 {
+	off_t end = off + (off_t)len;
+	wait_fetches(f, off, end);
 	int r = pwrite_all(f->fd, buf, len, off);
 	if (r < 0)
 		return r;
-	off_t end = off + (off_t)len;
 	/* A write past the end leaves a hole that reads as zeroes: the spool
 	 * has it, nothing to fetch. */
 	off_t from = off > f->size ? f->size : off;
@@ -169,6 +431,7 @@ ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
 
 int file_state_truncate(struct file_state *f, off_t size)
 {
+	wait_fetches(f, size < f->size ? size : f->size, INT64_MAX);
 	if (ftruncate(f->fd, size) < 0)
 		return -errno;
 	range_set_clip(&f->present, size);
@@ -188,13 +451,11 @@ int file_state_upload(struct file_state *f, struct sb_backend *b,
 {
 	if (!f->dirty || f->unlinked)
 		return 0;
-	off_t gs, ge;
-	while (f->remote_exists &&
-	       range_set_first_gap(&f->present, 0, f->size, &gs, &ge)) {
-		off_t wend = gs + FILE_WINDOW_MAX;
-		if (wend > ge)
-			wend = ge;
-		int r = fetch_window(f, b, guest_path, gs, wend);
+	off_t end = f->size;
+	if (f->remote_exists) {
+		size_t w;
+		int r = make_present(f, b, guest_path, 0, &end, 0,
+				     READ_WINDOW_MAX, &w);
 		if (r < 0)
 			return f->upload_error = r;
 	}
@@ -205,6 +466,7 @@ int file_state_upload(struct file_state *f, struct sb_backend *b,
 	if (r < 0)
 		return f->upload_error = r;
 	f->remote_exists = true;
+	f->ident[0] = '\0'; /* the sandbox's copy is a new one: ours */
 	f->identity_known = false;
 	f->adoptable = true;
 	f->upload_error = 0;
@@ -231,7 +493,7 @@ void file_state_revalidate(struct file_state *f, off_t size,
 	} else if (size == f->size && same_mtime) {
 		return;
 	}
-	range_set_clear(&f->present);
+	drop_content(f);
 	if (ftruncate(f->fd, 0) < 0) {
 		/* the ranges are what count; the bytes are rewritten */
 	}
@@ -239,6 +501,4 @@ void file_state_revalidate(struct file_state *f, off_t size,
 	f->remote_mtime = *mtime;
 	f->identity_known = from_sandbox;
 	f->adoptable = false;
-	f->seq_next = -1;
-	f->window = FILE_WINDOW_MIN;
 }

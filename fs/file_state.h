@@ -13,12 +13,7 @@
 
 #include "../backends/backend.h"
 #include "range_set.h"
-
-/* Reads are fetched in windows aligned to this; the guest's dd uses it as
- * its block size. */
-#define FILE_WINDOW_ALIGN (64 * 1024)
-#define FILE_WINDOW_MIN (128 * 1024)
-#define FILE_WINDOW_MAX (8 * 1024 * 1024)
+#include "readahead.h"
 
 struct file_state {
 	pthread_mutex_t lock;
@@ -55,6 +50,24 @@ struct file_state {
 	unsigned pins;           /* coherence passes using it unlocked */
 	off_t seq_next;          /* where a sequential reader reads next */
 	size_t window;           /* current read window */
+	/* Fetches under way (readahead.h): they stream into the spool
+	 * without f->lock, each into a range nothing else writes until it
+	 * is done; `fetched` is signalled as each one ends. */
+	struct range inflight[READ_INFLIGHT_MAX];
+	size_t n_inflight;
+	pthread_cond_t fetched;
+	/* Bumped whenever the spool's fetched content is dropped: a fetch
+	 * started before stops writing and its bytes are not used. */
+	atomic_uint_fast64_t content_gen;
+	/* The guest's identity line of the sandbox copy the fetched bytes
+	 * came from ("" before the first fetch): every window must show the
+	 * same, or the copy changed in between and the spool is dropped
+	 * rather than spliced. */
+	char ident[SB_IDENT_MAX];
+	/* A fetch found the sandbox's copy different from the attributes the
+	 * node had: op_read makes them be asked again. */
+	bool remote_changed;
+	bool warned_changing;    /* "keeps changing" logged once per spool */
 };
 
 /* A new state with an empty spool in dir. size is the remote size (0 for
@@ -67,7 +80,11 @@ void file_state_free(struct file_state *f);
  * in the sandbox. */
 
 /* Copies up to len bytes at off into buf, fetching missing windows from
- * the sandbox. Returns bytes read or -errno. */
+ * the sandbox (and, on sequential access, the next ones concurrently).
+ * What one call returns is of one version of the sandbox's file: a change
+ * seen between windows drops what was fetched and reads again (-EIO if the
+ * file keeps changing, or if it changed under local unsaved writes).
+ * Returns bytes read or -errno. */
 ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
 			const char *guest_path, char *buf, size_t len,
 			off_t off);

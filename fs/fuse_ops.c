@@ -719,9 +719,17 @@ static int open_handle(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (!created && !fs_attr_fresh(fs, n, &now))
 		n = refresh_attr(fs, n->parent, n->name, n, &err);
 	if (n && err == 0 && n->file) {
-		fs_file_reuse(fs, n->file);
-		if (n->file->dirty)
+		struct file_state *kept = n->file;
+		fs_file_reuse(fs, kept);
+		if (kept->dirty)
 			fi->keep_cache = 1; /* the spool is shared: same content */
+		else if (kept->identity_known && !kept->invalidated &&
+			 kept->size == n->st.st_size &&
+			 kept->remote_mtime.tv_sec == n->st.st_mtim.tv_sec &&
+			 kept->remote_mtime.tv_nsec == n->st.st_mtim.tv_nsec)
+			/* The sandbox's copy is still the one the spool, and
+			 * so the page cache, were filled from. */
+			fi->keep_cache = 1;
 	} else if (n && err == 0 && S_ISDIR(n->st.st_mode)) {
 		err = -EISDIR;
 	} else if (n && err == 0) {
@@ -883,14 +891,29 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			r = file_state_read(f, fs->b, path ? path : "", buf,
 					    size, off);
 	}
+	bool changed = f->remote_changed;
+	f->remote_changed = false;
 	pthread_mutex_unlock(&f->lock);
 	free(path);
+	if (changed) {
+		/* The read found another version in the sandbox than the
+		 * attributes said (and followed it): ask for them again. */
+		pthread_mutex_lock(&fs->t.lock);
+		n = node_by_ino(&fs->t, ino);
+		if (n)
+			node_forget_attr(n);
+		pthread_mutex_unlock(&fs->t.lock);
+	}
 	unpin_file(fs, ino);
 	if (r < 0)
 		fuse_reply_err(req, (int)-r);
 	else
 		fuse_reply_buf(req, buf, (size_t)r);
 	free(buf);
+	/* After the reply: the kernel may wait on this read's pages. Offset
+	 * -1: attributes only, the page cache is left to the next open. */
+	if (changed && fs->se)
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,

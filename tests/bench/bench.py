@@ -145,7 +145,7 @@ def workloads(p):
     directory for sshfs and the local disk."""
     n, nls, mib, saves = p["creates"], p["ls_files"], p["mib"], p["saves"]
     blob = "x" * 4095
-    return [
+    every = [
         ("create", f"{n} × 4 KiB creates (shell loop)",
          f'd=$(printf "%s\\n" "{blob}")\nmkdir creates\ncd creates\n'
          f'for i in $(seq {n}); do printf "%s" "$d" > f$i; done', None),
@@ -172,6 +172,8 @@ def workloads(p):
         ("rm", "rm -rf tree + creates", "rm -rf tree creates edit.txt",
          "rm -rf lsdir"),
     ]
+    only = p.get("only_workloads")
+    return [w for w in every if not only or w[0] in only]
 
 
 # ---------------------------------------------------------------- targets
@@ -566,6 +568,9 @@ def main():
                     help="skip the sbexec latency and peak RSS measurements")
     ap.add_argument("--only", help="comma-separated configurations, e.g. "
                     "'local disk,sbfs 0 ms,sshfs 50 ms'")
+    ap.add_argument("--workloads", help="comma-separated workload keys to run, in "
+                    "suite order (create,cp,git,gitst,grep,lscold,lswarm,ddw,ddr,"
+                    "saves,rm); list the ones a workload needs too, e.g. 'cp,grep'")
     ap.add_argument("--timeout", type=int, default=0,
                     help="per-workload timeout in seconds (default 600, quick 240)")
     ap.add_argument("--workdir", default=os.environ.get("TMPDIR", "/var/tmp"),
@@ -580,6 +585,13 @@ def main():
          "saves": 10 if q else 50, "tree_n": 60 if q else 282,
          "rss_mib": 256 if q else 1024, "exec_n": 30 if q else 100}
     timeout = a.timeout or (240 if q else 600)
+    if a.workloads:
+        known = {"create", "cp", "git", "gitst", "grep", "lscold", "lswarm",
+                 "ddw", "ddr", "saves", "rm"}
+        p["only_workloads"] = [s.strip() for s in a.workloads.split(",")]
+        unknown = set(p["only_workloads"]) - known
+        if unknown:
+            sys.exit(f"bench: unknown workload(s): {', '.join(sorted(unknown))}")
 
     for tool in (SBFS, SBEXEC):
         if not os.access(tool, os.X_OK):

@@ -1,0 +1,91 @@
+#include "readahead.h"
+
+#include <stdbool.h>
+
+/* The end of the run of covered bytes (present or in flight) starting at
+ * pos, or pos when pos is not covered. */
+static off_t covered_until(const struct read_plan_in *in, off_t pos)
+{
+	bool moved = true;
+	while (moved) {
+		moved = false;
+		for (size_t i = 0; i < in->present->n; i++) {
+			const struct range *r = &in->present->v[i];
+			if (r->start <= pos && pos < r->end) {
+				pos = r->end;
+				moved = true;
+			}
+		}
+		for (size_t i = 0; i < in->n_inflight; i++) {
+			const struct range *r = &in->inflight[i];
+			if (r->start <= pos && pos < r->end) {
+				pos = r->end;
+				moved = true;
+			}
+		}
+	}
+	return pos;
+}
+
+/* The first covered byte after pos (pos itself not covered), or limit. */
+static off_t gap_until(const struct read_plan_in *in, off_t pos, off_t limit)
+{
+	off_t next = limit;
+	for (size_t i = 0; i < in->present->n; i++)
+		if (in->present->v[i].start > pos && in->present->v[i].start < next)
+			next = in->present->v[i].start;
+	for (size_t i = 0; i < in->n_inflight; i++)
+		if (in->inflight[i].start > pos && in->inflight[i].start < next)
+			next = in->inflight[i].start;
+	return next;
+}
+
+size_t read_plan(const struct read_plan_in *in, struct range *out, size_t max,
+		 size_t *next_window)
+{
+	size_t n = 0, ahead = 0;
+	size_t w = in->window ? in->window : READ_WINDOW_MIN;
+	off_t window = (off_t)w;
+	/* Read-ahead reaches at most this far: a bound on what is fetched
+	 * for a reader that stops. */
+	off_t horizon = in->end + (off_t)in->ahead * READ_WINDOW_MAX;
+	if (horizon > in->size)
+		horizon = in->size;
+	off_t pos = in->off;
+	while (n < max && pos < horizon) {
+		pos = covered_until(in, pos);
+		if (pos >= horizon)
+			break;
+		bool needed = pos < in->end;
+		if (!needed && ahead >= in->ahead)
+			break;
+		off_t stop = pos + window;
+		/* End on an aligned boundary, so the next window starts on one. */
+		off_t aligned = stop - stop % READ_WINDOW_ALIGN;
+		if (aligned > pos)
+			stop = aligned;
+		off_t gap_end = gap_until(in, pos, in->size);
+		if (stop > gap_end)
+			stop = gap_end;
+		out[n].start = pos;
+		out[n].end = stop;
+		n++;
+		if (!needed)
+			ahead++;
+		pos = stop;
+		w = read_window_next(w, 1);
+		window = (off_t)w;
+	}
+	if (next_window)
+		*next_window = w;
+	return n;
+}
+
+size_t read_window_next(size_t window, int sequential)
+{
+	if (!sequential)
+		return READ_WINDOW_MIN;
+	if (window < READ_WINDOW_MIN)
+		return READ_WINDOW_MIN;
+	return window >= READ_WINDOW_MAX / 2 ? READ_WINDOW_MAX : window * 2;
+}

@@ -1,0 +1,49 @@
+/* Which byte ranges of a file to fetch for a read, and how far ahead: pure
+ * planning, no I/O, so it can be tested on its own.
+ *
+ * A read of [off, end) needs every byte the spool lacks there (present)
+ * and that no fetch already in flight brings. On sequential access the
+ * plan also reaches ahead, so several windows are fetched concurrently
+ * and a long read is not a chain of round trips. */
+#ifndef SBFS_READAHEAD_H
+#define SBFS_READAHEAD_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "range_set.h"
+
+/* Reads are fetched in windows aligned to this; the guest's dd uses it as
+ * its block size. */
+#define READ_WINDOW_ALIGN (64 * 1024)
+#define READ_WINDOW_MIN (128 * 1024)
+#define READ_WINDOW_MAX (8 * 1024 * 1024)
+/* Fetches in flight per file (the one a reader waits for included); each
+ * streams into the spool, so this bounds round trips, not memory. */
+#define READ_INFLIGHT_MAX 4
+
+struct read_plan_in {
+	const struct range_set *present; /* bytes the spool holds */
+	const struct range *inflight;    /* fetches under way */
+	size_t n_inflight;
+	off_t off, end;                  /* the read, clipped to size */
+	off_t size;                      /* the file's size */
+	size_t window;                   /* bytes of the first fetch */
+	unsigned ahead;                  /* read-ahead windows past end */
+};
+
+/* Fills out[0..max) with ranges to fetch, in file order: first those
+ * [off, end) needs, then up to in->ahead windows after end. Every range
+ * lies in one gap of present that nothing in flight covers, and ends on a
+ * READ_WINDOW_ALIGN boundary unless it ends at a gap's end or at size. The
+ * first is at most in->window long, each next one at most twice the one
+ * before (read_window_next), and *window is left at the size the next
+ * plan starts from. Returns how many. */
+size_t read_plan(const struct read_plan_in *in, struct range *out, size_t max,
+		 size_t *window);
+
+/* The next window size: doubled on sequential access up to
+ * READ_WINDOW_MAX, back to READ_WINDOW_MIN otherwise. */
+size_t read_window_next(size_t window, int sequential);
+
+#endif
