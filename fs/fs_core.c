@@ -294,19 +294,26 @@ int fs_flush_dirty(struct fs *fs, char *msg, size_t msglen)
 	pthread_mutex_unlock(&fs->t.lock);
 
 	int first = 0;
-	size_t failed = 0;
+	size_t failed = 0, named = 0;
 	for (size_t i = 0; i < l.n; i++) {
 		int r = fs_upload_file(fs, l.v[i], l.v[i]->file);
 		if (r < 0) {
-			if (!first) {
-				pthread_mutex_lock(&fs->t.lock);
-				char *p = node_path(l.v[i]);
-				pthread_mutex_unlock(&fs->t.lock);
-				snprintf(msg, msglen, "%s: %s", p ? p : "?",
-					 strerror(-r));
-				free(p);
-				first = r;
+			/* Every failed file is named while the message has
+			 * room; the rest are counted. */
+			pthread_mutex_lock(&fs->t.lock);
+			char *p = node_path(l.v[i]);
+			pthread_mutex_unlock(&fs->t.lock);
+			size_t used = msg && msglen ? strlen(first ? msg : "") : 0;
+			char one[320];
+			snprintf(one, sizeof one, "%s%s: %s", first ? "; " : "",
+				 p ? p : "?", strerror(-r));
+			free(p);
+			if (msg && msglen && used + strlen(one) + 24 < msglen) {
+				snprintf(msg + used, msglen - used, "%s", one);
+				named++;
 			}
+			if (!first)
+				first = r;
 			failed++;
 		}
 	}
@@ -317,9 +324,9 @@ int fs_flush_dirty(struct fs *fs, char *msg, size_t msglen)
 	}
 	pthread_mutex_unlock(&fs->t.lock);
 	free(l.v);
-	if (failed > 1 && msg && msglen) {
+	if (failed > named && msg && msglen) {
 		size_t used = strlen(msg);
-		snprintf(msg + used, msglen - used, " (and %zu more)", failed - 1);
+		snprintf(msg + used, msglen - used, " (and %zu more)", failed - named);
 	}
 	return first;
 }
