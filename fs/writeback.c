@@ -19,12 +19,18 @@
  * (or WB_BATCH_BYTES) before it starts one: a create loop then costs one
  * call per round trip, not one per file. */
 #define WB_BATCH_MIN 64
+/* A closed file waits this long before a worker takes it: the rename that
+ * usually follows a temp file's close (git, editors) then finds it still
+ * pending and costs nothing, and a create loop fills bigger batches.
+ * Barriers do not wait for it. */
+#define WB_HOLD_MS 30
 
 struct wb {
 	struct fs *fs;
 	pthread_mutex_t lock;
 	pthread_cond_t work, idle;
 	uint64_t *q;        /* inodes, oldest first */
+	struct timespec *qt;/* when each was queued (CLOCK_MONOTONIC) */
 	size_t qn, qcap;
 	off_t q_bytes;
 	size_t in_flight;
@@ -48,19 +54,61 @@ static int queue_push(struct wb *w, uint64_t ino, off_t bytes)
 		if (!v)
 			return -ENOMEM;
 		w->q = v;
+		struct timespec *t = realloc(w->qt, cap * sizeof *t);
+		if (!t)
+			return -ENOMEM;
+		w->qt = t;
 		w->qcap = cap;
 	}
+	w->qt[w->qn] = fs_now();
 	w->q[w->qn++] = ino;
 	w->q_bytes += bytes;
 	return 0;
+}
+
+/* When the i-th queued file has waited WB_HOLD_MS. */
+static struct timespec ripe_at(const struct wb *w, size_t i)
+{
+	struct timespec t = w->qt[i];
+	t.tv_nsec += WB_HOLD_MS * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
+static bool ripe(const struct wb *w, size_t i, const struct timespec *now)
+{
+	if (w->stop || w->draining)
+		return true;
+	struct timespec t = ripe_at(w, i);
+	return now->tv_sec > t.tv_sec ||
+	       (now->tv_sec == t.tv_sec && now->tv_nsec >= t.tv_nsec);
 }
 
 static bool batch_ready(const struct wb *w)
 {
 	if (w->qn == 0)
 		return false;
+	struct timespec now = fs_now();
+	if (!ripe(w, 0, &now))
+		return false;
 	return w->stop || w->draining || w->in_flight == 0 ||
 	       w->qn >= WB_BATCH_MIN || w->q_bytes >= WB_BATCH_BYTES;
+}
+
+/* Waits for work; wakes by itself when the oldest file ripens. */
+static void wait_work(struct wb *w)
+{
+	struct timespec now = fs_now();
+	if (w->qn > 0 && !ripe(w, 0, &now)) {
+		/* CLOCK_MONOTONIC deadline: the condvar uses that clock. */
+		struct timespec t = ripe_at(w, 0);
+		pthread_cond_timedwait(&w->work, &w->lock, &t);
+	} else {
+		pthread_cond_wait(&w->work, &w->lock);
+	}
 }
 
 /* ---- commit (close) ---- */
@@ -245,7 +293,7 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
 		while (!w->stop && !batch_ready(w))
-			pthread_cond_wait(&w->work, &w->lock);
+			wait_work(w);
 		if (w->qn == 0 && w->stop)
 			break;
 		/* Take the oldest files, within the batch's budget. */
@@ -259,6 +307,8 @@ static void *worker(void *arg)
 			pthread_mutex_lock(&w->lock);
 			continue;
 		}
+		/* The oldest has ripened: the batch takes the younger ones
+		 * too (a rename racing with that is still ordered, and paid). */
 		pthread_mutex_lock(&w->fs->t.lock);
 		while (k < w->qn && k < WB_BATCH_FILES) {
 			struct node *n = node_by_ino(&w->fs->t, w->q[k]);
@@ -271,6 +321,7 @@ static void *worker(void *arg)
 		}
 		pthread_mutex_unlock(&w->fs->t.lock);
 		memmove(w->q, w->q + k, (w->qn - k) * sizeof *w->q);
+		memmove(w->qt, w->qt + k, (w->qn - k) * sizeof *w->qt);
 		w->qn -= k;
 		w->q_bytes = w->qn ? (w->q_bytes > bytes ? w->q_bytes - bytes : 0) : 0;
 		w->in_flight += k;
@@ -387,7 +438,11 @@ int wb_start(struct fs *fs, const char *name, char *err, size_t errlen)
 		return -1;
 	}
 	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->work, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->work, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&w->idle, NULL);
 	pthread_rwlock_init(&w->paths, NULL);
 	fs->wb = w;
@@ -420,5 +475,6 @@ void wb_stop(struct fs *fs, bool keep)
 	pthread_cond_destroy(&w->idle);
 	pthread_mutex_destroy(&w->lock);
 	free(w->q);
+	free(w->qt);
 	free(w);
 }

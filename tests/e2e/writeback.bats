@@ -59,7 +59,7 @@ f30"
 }
 
 @test "writeback: 1,000 small files take far fewer write calls than files" {
-	wb_mount inject_latency_ms=50
+	wb_mount inject_latency_ms=200
 	w0=$(calls write)
 	mkdir "$MNT/many"
 	for i in $(seq 1 1000); do printf 'content %s\n' "$i" >"$MNT/many/f$i"; done
