@@ -386,10 +386,18 @@ int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 		}
 		if (sb_backend_is_dead(b))
 			return count(b, SB_CALL_WRITE, rc, false);
+		for (size_t i = 0; i < n; i++)
+			if (v[i].rc == 0)
+				atomic_fetch_add(&b->counters.bytes_up,
+						 (uint64_t)v[i].size);
 		count(b, SB_CALL_WRITE, rc, false);
-		/* Whole batch refused: each file on its own, each counted. */
+		/* The files the batch did not write go on their own, each
+		 * counted. */
 		rc = 0;
 		for (size_t i = 0; i < n; i++) {
+			if (v[i].rc == 0)
+				continue;
+			v[i].mtime_set = false;
 			v[i].rc = sb_write_file(b, v[i].path, v[i].fd, v[i].size,
 						v[i].mode);
 			if (v[i].rc < 0 && !rc)

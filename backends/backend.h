@@ -94,6 +94,11 @@ struct sb_upload {
 	int fd;
 	off_t size;
 	mode_t mode;
+	/* Unless tv_nsec is UTIME_OMIT: the mtime the file should get. A
+	 * backend that gave it exactly sets mtime_set; the fs core then
+	 * knows the sandbox's mtime without asking. */
+	struct timespec mtime;
+	bool mtime_set;
 	int rc;
 };
 

@@ -186,16 +186,26 @@ struct item {
 
 /* Records one landed upload: what fs_upload_locked does after its call.
  * f->lock held. */
-static void landed(struct fs *fs, struct item *it)
+static void landed(struct fs *fs, struct item *it, bool mtime_set)
 {
-	file_state_upload_done(it->f, 0);
-	wb_forget(fs, it->f);
+	struct file_state *f = it->f;
+	file_state_upload_done(f, 0);
+	wb_forget(fs, f);
 	pthread_mutex_lock(&fs->t.lock);
 	struct stat st;
 	fs_node_stat(it->n, &st);
-	struct timespec now = fs_now();
-	node_set_attr(&fs->t, it->n, &st, NULL, &now);
-	it->f->dirty = false;
+	/* The sandbox's copy has our size and, when the backend could give
+	 * it, our mtime: then what we show stays cached. Otherwise the
+	 * attributes are recorded already expired, as after a synchronous
+	 * upload, and the next stat learns the sandbox's mtime. */
+	struct timespec exp = mtime_set ? fs_expiry(fs->cfg.attr_timeout) : fs_now();
+	node_set_attr(&fs->t, it->n, &st, NULL, &exp);
+	if (mtime_set) {
+		f->remote_mtime = f->mtime;
+		f->identity_known = true;
+		f->adoptable = false;
+	}
+	f->dirty = false;
 	pthread_mutex_unlock(&fs->t.lock);
 }
 
@@ -237,7 +247,7 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 			continue;
 		up[m] = (struct sb_upload){
 			.path = it->path, .fd = it->f->fd, .size = it->f->size,
-			.mode = it->f->mode,
+			.mode = it->f->mode, .mtime = it->f->mtime,
 		};
 		which[m++] = it;
 	}
@@ -246,7 +256,7 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 	size_t ok = 0, bad = 0;
 	for (size_t i = 0; i < m; i++) {
 		if (up[i].rc == 0) {
-			landed(fs, which[i]);
+			landed(fs, which[i], up[i].mtime_set);
 			ok++;
 		} else {
 			file_state_upload_done(which[i]->f, up[i].rc);

@@ -183,3 +183,18 @@ f30"
 		fail "unmount reported unsaved files"
 	fi
 }
+
+@test "writeback: after the upload the mount shows the sandbox's mtime" {
+	wb_mount
+	echo one >"$MNT/m.txt"
+	before=$(stat -c %Y "$MNT/m.txt")
+	run sbfs sync "$MNT"
+	assert_status 0
+	after=$(stat -c %Y "$MNT/m.txt")
+	assert_eq "$after" "$(sb stat -c %Y m.txt)" "mtime through the mount vs in the sandbox"
+	if [[ $SBFS_TEST_BACKEND == local ]]; then
+		# the local backend gives the sandbox's copy our mtime
+		assert_eq "$after" "$before" "mtime kept across the upload"
+		assert_eq "$(stat -c %y "$MNT/m.txt")" "$(sb stat -c %y m.txt)"
+	fi
+}
