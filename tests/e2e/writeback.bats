@@ -140,6 +140,9 @@ f30"
 	assert_eq "$(wb failed)" 1
 	status_json | jq -e '.pending_uploads[] | select(.path == "/d/f") | .error' >/dev/null ||
 		fail "status does not name /d/f with its error"
+	run sbfs status "$MNT"
+	assert_output_has "/d/f: "
+	assert_output_has "1 failed"
 }
 
 @test "writeback: kill -9 with pending uploads: the next status saves and names them" {
