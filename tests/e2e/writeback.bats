@@ -190,14 +190,16 @@ f30"
 @test "writeback: after the upload the mount shows the sandbox's mtime" {
 	wb_mount
 	echo one >"$MNT/m.txt"
-	before=$(stat -c %Y "$MNT/m.txt")
+	before=$(stat -c %y "$MNT/m.txt")
 	run sbfs sync "$MNT"
 	assert_status 0
-	after=$(stat -c %Y "$MNT/m.txt")
-	assert_eq "$after" "$(sb stat -c %Y m.txt)" "mtime through the mount vs in the sandbox"
-	if [[ $SBFS_TEST_BACKEND == local ]]; then
-		# the local backend gives the sandbox's copy our mtime
+	sb true # a coherence point: the kernel asks again
+	after=$(stat -c %y "$MNT/m.txt")
+	assert_eq "$(date -d "$after" +%s)" "$(sb stat -c %Y m.txt)" \
+		"mtime through the mount vs in the sandbox"
+	if [[ $SBFS_TEST_BACKEND == local && $SBFS_TEST_OPTS != *shell_ops* ]]; then
+		# the local backend's batch gives the sandbox's copy our mtime
 		assert_eq "$after" "$before" "mtime kept across the upload"
-		assert_eq "$(stat -c %y "$MNT/m.txt")" "$(sb stat -c %y m.txt)"
+		assert_eq "$after" "$(sb stat -c %y m.txt)"
 	fi
 }
