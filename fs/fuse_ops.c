@@ -99,7 +99,6 @@ static struct node *refresh_attr(struct fs *fs, struct node *parent,
 	struct stat st;
 	char *link = NULL;
 	int r = sb_stat(fs->b, path, &st, &link);
-	sb_warn("DBG stat %s -> %d (n=%d)", path, r, nino != 0);
 	free(path);
 	pthread_mutex_lock(&fs->t.lock);
 	/* The nodes may have gone while unlocked: look them up again. */
