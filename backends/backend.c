@@ -537,6 +537,73 @@ int sb_statfs(struct sb_backend *b, const char *path, struct statvfs *st)
 	DISPATCH(SB_CALL_STATFS, statfs, path, st);
 }
 
+/* ---- batch upload (write-back mode) ----
+ * One counted write call however many files: the call a remote vendor
+ * makes once (one tar PUT for docker). Without a native slot, or in
+ * shell_ops mode, it loops over the single-file write; every file's rc is
+ * set either way. A native batch that fails as a whole is retried file by
+ * file, so each file gets its own error. */
+
+static int write_files_loop(struct sb_backend *b, struct sb_upload *v,
+			    size_t n, bool native)
+{
+	int first = 0;
+	for (size_t i = 0; i < n; i++) {
+		v[i].rc = native ? b->ops->write_file(b, v[i].path, v[i].fd,
+						      v[i].size, v[i].mode)
+				 : shell_write_file(b, v[i].path, v[i].fd,
+						    v[i].size, v[i].mode);
+		if (v[i].rc < 0 && !first)
+			first = v[i].rc;
+		if (sb_backend_is_dead(b)) {
+			for (size_t j = i + 1; j < n; j++)
+				v[j].rc = -EIO;
+			return first ? first : -EIO;
+		}
+	}
+	return first;
+}
+
+int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
+{
+	if (n == 0)
+		return 0;
+	bool native_one = USE_NATIVE(b, write_file);
+	bool native_many = USE_NATIVE(b, write_files);
+	struct call c = {.kind = SB_CALL_WRITE};
+	int rc;
+	do {
+		for (size_t i = 0; i < n; i++)
+			v[i].rc = -EIO;
+		rc = attempt_begin(b, &c);
+		if (rc < 0) {
+			count(b, SB_CALL_WRITE, rc, false);
+			continue;
+		}
+		rc = native_many ? b->ops->write_files(b, v, n)
+				 : write_files_loop(b, v, n, native_one);
+		count(b, SB_CALL_WRITE, rc, !native_many && !native_one);
+	} while (attempt_retry(b, &c, rc));
+	rc = attempt_end(b, &c, rc, NULL);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].rc == 0)
+			atomic_fetch_add(&b->counters.bytes_up, (uint64_t)v[i].size);
+	if (rc == 0 || !native_many || sb_backend_is_dead(b))
+		return rc;
+	/* The files a failed native batch did not write go on their own,
+	 * each counted, so each gets its own error. */
+	rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].rc == 0)
+			continue;
+		v[i].mtime_set = false;
+		v[i].rc = sb_write_file(b, v[i].path, v[i].fd, v[i].size, v[i].mode);
+		if (v[i].rc < 0 && !rc)
+			rc = v[i].rc;
+	}
+	return rc;
+}
+
 /* ---- directory lists ---- */
 
 struct sb_dirent *sb_dirlist_add(struct sb_dirlist *l, const char *name)

@@ -86,6 +86,22 @@ struct sb_dirlist {
 
 struct sb_backend;
 
+/* One file of a batch upload: size bytes read with pread from fd offset 0
+ * go to path (absolute guest path), as write_file would; rc is set by the
+ * call: 0 or a negative errno for that file. */
+struct sb_upload {
+	const char *path;
+	int fd;
+	off_t size;
+	mode_t mode;
+	/* Unless tv_nsec is UTIME_OMIT: the mtime the file should get. A
+	 * backend that gave it exactly sets mtime_set; the fs core then
+	 * knows the sandbox's mtime without asking. */
+	struct timespec mtime;
+	bool mtime_set;
+	int rc;
+};
+
 /* Each backend is one file defining one of these. Required slots: name,
  * create, exec, destroy. Every file-op slot may be NULL: the dispatcher
  * then uses the shell implementation in shell_ops.c over exec. There is
@@ -133,6 +149,12 @@ struct sb_backend_ops {
 	/* `sbfs sweep`: destroy sandboxes labelled by sbfs whose owning mount
 	 * is gone; print one line per sandbox handled. May be NULL. */
 	int (*sweep)(const struct sb_spec *spec);
+
+	/* Batch upload (write-back mode): every v[i] as write_file would,
+	 * in one vendor call where the vendor has one. Sets each v[i].rc and
+	 * returns 0 if all succeeded, else the first error. May be NULL: the
+	 * dispatcher then loops over write_file. */
+	int (*write_files)(struct sb_backend *b, struct sb_upload *v, size_t n);
 };
 
 /* Backend calls by kind, for `sbfs status`, tests and benchmarks. */
@@ -242,6 +264,9 @@ int sb_read_stream(struct sb_backend *b, const char *path, off_t off,
 		   size_t len, const struct sb_read_sink *sink, size_t *got);
 int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
 		  mode_t mode);
+/* Uploads many files as one counted write call (backend.c, "batch
+ * upload"): the native write_files slot, or a loop over write_file. */
+int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n);
 int sb_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out);
 int sb_stat(struct sb_backend *b, const char *path, struct stat *st,
 	    char **link_target);

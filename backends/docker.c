@@ -664,6 +664,7 @@ const struct sb_backend_ops sb_docker_ops = {
 	.destroy = docker_destroy,
 	.release = docker_release,
 	.write_file = docker_write_file,
+	.write_files = docker_write_files,
 	.stat = docker_stat,
 	.sweep = docker_sweep,
 };

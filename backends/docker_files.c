@@ -129,9 +129,26 @@ static int make_dir(struct sb_backend *b, const char *dir)
 	}
 }
 
+static int put_archive_body(struct sb_backend *b, const char *dir,
+			    ssize_t (*body_fn)(void *, char *, size_t),
+			    void *body_arg, uint64_t body_size, char *msg,
+			    size_t msglen, long *status);
+
 static int put_archive(struct sb_backend *b, const char *dir,
 		       struct tar_body *t, char *msg, size_t msglen,
 		       long *status)
+{
+	t->pos = 0;
+	return put_archive_body(b, dir, tar_read, t,
+				t->hdr_len + t->size + dk_tar_pad(t->size) +
+					DK_TAR_TRAILER,
+				msg, msglen, status);
+}
+
+static int put_archive_body(struct sb_backend *b, const char *dir,
+			    ssize_t (*body_fn)(void *, char *, size_t),
+			    void *body_arg, uint64_t body_size, char *msg,
+			    size_t msglen, long *status)
 {
 	struct docker *d = b->priv;
 	char *q = http_query_escape(dir);
@@ -141,15 +158,13 @@ static int put_archive(struct sb_backend *b, const char *dir,
 	snprintf(path, sizeof(path), "/%s/containers/%s/archive?path=%s&noOverwriteDirNonDir=true",
 		 d->api, d->cid, q);
 	free(q);
-	t->pos = 0;
 	struct http_req req = {
 		.method = "PUT",
 		.path = path,
 		.content_type = "application/x-tar",
-		.body_fn = tar_read,
-		.body_arg = t,
-		.body_size = (curl_off_t)(t->hdr_len + t->size + dk_tar_pad(t->size) +
-					  DK_TAR_TRAILER),
+		.body_fn = body_fn,
+		.body_arg = body_arg,
+		.body_size = (curl_off_t)body_size,
 		.max_response = 64 * 1024,
 		.stall_ms = UPLOAD_STALL_MS,
 	};
@@ -231,6 +246,146 @@ int docker_write_file(struct sb_backend *b, const char *path, int fd,
 		e = -EIO;
 	}
 	return e;
+}
+
+/* ---- batch write: one PUT of a many-entry tar ----
+ * The archive is extracted at the deepest directory holding every file;
+ * entries are the paths below it. The parents exist already (the fs core
+ * makes directories synchronously); a 404 or any refusal leaves the batch
+ * to the dispatcher, which retries file by file. */
+
+struct tar_many {
+	struct sb_upload *v;
+	size_t n;
+	size_t strip;        /* bytes of the common directory + '/' */
+	unsigned uid, gid;
+	time_t now;
+	size_t cur;          /* entry being produced */
+	struct tar_body one; /* its header and data, as a one-entry body */
+	uint64_t pos, total; /* within the current entry (without trailer) */
+	bool trailer;
+	uint64_t trailer_left;
+};
+
+static int many_load(struct tar_many *m)
+{
+	struct sb_upload *u = &m->v[m->cur];
+	ssize_t h = dk_tar_path_header(m->one.hdr, u->path + m->strip,
+				       u->mode & 07777, (uint64_t)u->size,
+				       m->now, m->uid, m->gid);
+	if (h < 0)
+		return (int)h;
+	m->one.hdr_len = (size_t)h;
+	m->one.fd = u->fd;
+	m->one.size = (uint64_t)u->size;
+	m->one.pos = 0;
+	m->pos = 0;
+	m->total = (uint64_t)h + m->one.size + dk_tar_pad(m->one.size);
+	return 0;
+}
+
+static ssize_t many_read(void *arg, char *buf, size_t len)
+{
+	struct tar_many *m = arg;
+	size_t out = 0;
+	while (out < len) {
+		if (m->trailer) {
+			size_t k = m->trailer_left < len - out ? (size_t)m->trailer_left
+							       : len - out;
+			memset(buf + out, 0, k);
+			out += k;
+			m->trailer_left -= k;
+			break;
+		}
+		if (m->pos == m->total) {
+			if (++m->cur == m->n) {
+				m->trailer = true;
+				m->trailer_left = DK_TAR_TRAILER;
+				continue;
+			}
+			int r = many_load(m);
+			if (r < 0)
+				return r;
+		}
+		/* tar_read produces the entry and then its trailer: stop it
+		 * at the entry's end. */
+		size_t want = len - out;
+		if (want > m->total - m->pos)
+			want = (size_t)(m->total - m->pos);
+		ssize_t n = tar_read(&m->one, buf + out, want);
+		if (n < 0)
+			return n;
+		if (n == 0)
+			return -EIO;
+		out += (size_t)n;
+		m->pos += (uint64_t)n;
+		if (out)
+			break;
+	}
+	return (ssize_t)out;
+}
+
+int docker_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
+{
+	struct docker *d = b->priv;
+	if (n == 0)
+		return 0;
+	/* The common directory: the longest prefix ending in '/' shared by
+	 * every path. */
+	size_t common = strlen(v[0].path);
+	for (size_t i = 0; i < n; i++) {
+		const char *p = v[i].path;
+		if (p[0] != '/' || v[i].size < 0)
+			return -EINVAL;
+		size_t k = 0;
+		while (k < common && p[k] && p[k] == v[0].path[k])
+			k++;
+		common = k;
+	}
+	while (common > 0 && v[0].path[common - 1] != '/')
+		common--;
+	if (common == 0)
+		return -EINVAL;
+	char dir[4096];
+	if (common >= sizeof dir)
+		return -ENAMETOOLONG;
+	memcpy(dir, v[0].path, common);
+	dir[common > 1 ? common - 1 : 1] = '\0';
+	struct tar_many *m = calloc(1, sizeof *m);
+	if (!m)
+		return -ENOMEM;
+	*m = (struct tar_many){.v = v, .n = n, .strip = common, .uid = d->uid,
+			       .gid = d->gid, .now = time(NULL)};
+	uint64_t body = DK_TAR_TRAILER;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		m->cur = i;
+		rc = many_load(m);
+		body += m->total;
+	}
+	m->cur = 0;
+	if (rc == 0)
+		rc = many_load(m);
+	if (rc < 0) {
+		free(m);
+		return rc; /* a name the archive cannot carry: one by one */
+	}
+	char msg[400];
+	long status = 0;
+	rc = put_archive_body(b, dir, many_read, m, body, msg, sizeof msg, &status);
+	free(m);
+	if (rc == 0 && status != 200) {
+		int e = error_errno(msg);
+		rc = e ? e : status == 404 ? -ENOENT : -EIO;
+		if (strcasestr(msg, "no such container"))
+			rc = dk_fail(b, "container %s was removed outside sbfs", b->id);
+	} else if (rc < 0) {
+		sb_warn("docker: batch upload of %zu files failed: %s", n, msg);
+		rc = rc == -ECANCELED ? -EIO : rc;
+	}
+	for (size_t i = 0; i < n; i++)
+		v[i].rc = rc;
+	return rc;
 }
 
 /* ---- stat ---- */

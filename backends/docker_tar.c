@@ -76,6 +76,10 @@ static size_t pax_record(char *out, size_t off, size_t cap, const char *key,
 	return off + len;
 }
 
+static ssize_t entry_header(char *out, const char *name, mode_t mode,
+			    uint64_t size, time_t mtime, unsigned uid,
+			    unsigned gid);
+
 ssize_t dk_tar_file_header(char *out, const char *name, mode_t mode,
 			   uint64_t size, time_t mtime, unsigned uid,
 			   unsigned gid)
@@ -85,6 +89,37 @@ ssize_t dk_tar_file_header(char *out, const char *name, mode_t mode,
 		return -EINVAL;
 	if (nlen > DK_TAR_NAME_MAX)
 		return -ENAMETOOLONG;
+	return entry_header(out, name, mode, size, mtime, uid, gid);
+}
+
+ssize_t dk_tar_path_header(char *out, const char *relpath, mode_t mode,
+			   uint64_t size, time_t mtime, unsigned uid,
+			   unsigned gid)
+{
+	size_t nlen = strlen(relpath);
+	if (nlen == 0 || relpath[0] == '/' || relpath[nlen - 1] == '/')
+		return -EINVAL;
+	if (nlen > DK_TAR_PATH_MAX)
+		return -ENAMETOOLONG;
+	/* Every component a plain name: nothing may land outside the
+	 * directory the archive is extracted in. */
+	for (const char *c = relpath; *c;) {
+		size_t len = strcspn(c, "/");
+		if (len == 0 || (len == 1 && c[0] == '.') ||
+		    (len == 2 && c[0] == '.' && c[1] == '.'))
+			return -EINVAL;
+		c += len;
+		if (*c == '/')
+			c++;
+	}
+	return entry_header(out, relpath, mode, size, mtime, uid, gid);
+}
+
+static ssize_t entry_header(char *out, const char *name, mode_t mode,
+			    uint64_t size, time_t mtime, unsigned uid,
+			    unsigned gid)
+{
+	size_t nlen = strlen(name);
 	char pax[2 * DK_TAR_BLOCK];
 	size_t plen = 0;
 	char num[32];

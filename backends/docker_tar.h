@@ -23,6 +23,13 @@
 ssize_t dk_tar_file_header(char *out, const char *name, mode_t mode,
 			   uint64_t size, time_t mtime, unsigned uid,
 			   unsigned gid);
+/* The same for an entry of a many-file archive: relpath is relative to
+ * the extraction directory and may have '/' (every component a plain
+ * name: no "", "." or ".."); at most DK_TAR_PATH_MAX bytes. */
+#define DK_TAR_PATH_MAX 900
+ssize_t dk_tar_path_header(char *out, const char *relpath, mode_t mode,
+			   uint64_t size, time_t mtime, unsigned uid,
+			   unsigned gid);
 /* Zero bytes after size bytes of data to reach a block boundary. */
 size_t dk_tar_pad(uint64_t size);
 /* Length of the end-of-archive marker (two zero blocks). */

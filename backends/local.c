@@ -623,6 +623,7 @@ const struct sb_backend_ops sb_local_ops = {
 	.destroy = local_destroy,
 	.release = local_release,
 	.write_file = local_write_file,
+	.write_files = local_write_files,
 	.list_dir = local_list_dir,
 	.stat = local_stat,
 	.mkdir = local_mkdir,

@@ -27,6 +27,7 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	       struct sb_exec_result *res);
 
 /* local_files.c */
+int local_write_files(struct sb_backend *b, struct sb_upload *v, size_t n);
 int local_write_file(struct sb_backend *b, const char *path, int fd,
 		     off_t size, mode_t mode);
 int local_list_dir(struct sb_backend *b, const char *path,

@@ -324,14 +324,27 @@ static void print_status(FILE *out, json_t *o)
 				const char *path = json_string_value(json_object_get(e, "path"));
 				const char *err = json_string_value(json_object_get(e, "error"));
 				if (json_is_string(e))
-					fprintf(out, "  %s\n", json_string_value(e));
+					path = json_string_value(e);
+				json_t *bytes = json_object_get(e, "bytes");
+				if (path && bytes)
+					fprintf(out, "  %s (%lld bytes)%s%s\n", path,
+						(long long)json_integer_value(bytes),
+						err ? ": " : "", err ? err : "");
 				else if (path)
-					fprintf(out, "  %s (%lld bytes%s%s)\n", path,
-						(long long)json_integer_value(json_object_get(e, "bytes")),
-						err ? ", last upload failed: " : "", err ? err : "");
+					fprintf(out, "  %s%s%s\n", path, err ? ": " : "",
+						err ? err : "");
 			}
 		}
 	}
+	json_t *wb = json_object_get(o, "writeback");
+	if (json_is_object(wb))
+		fprintf(out, "%-16s %lld queued (%lld bytes), %lld uploading, "
+			"%lld failed, %lld uploaded\n", "write-back",
+			(long long)json_integer_value(json_object_get(wb, "queued")),
+			(long long)json_integer_value(json_object_get(wb, "queued_bytes")),
+			(long long)json_integer_value(json_object_get(wb, "in_flight")),
+			(long long)json_integer_value(json_object_get(wb, "failed")),
+			(long long)json_integer_value(json_object_get(wb, "uploaded")));
 
 	json_t *calls = json_object_get(o, "calls"), *errors = json_object_get(o, "errors");
 	bool any = false;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../control/client.h"
+#include "../fs/wb_journal.h"
 #include "../util/log.h"
 #include "mount.h"
 #include "options.h"
@@ -69,6 +70,10 @@ int main(int argc, char **argv)
 	sb_log_set_prefix("sbfs");
 	if (argc >= 2) {
 		const char *cmd = argv[1];
+		/* Files a killed write-back daemon left queued are saved and
+		 * named by the next status, sweep or mount. */
+		if (!strcmp(cmd, "status") || !strcmp(cmd, "sweep"))
+			wb_journal_recover(stderr);
 		if (!strcmp(cmd, "status") || !strcmp(cmd, "sync") ||
 		    !strcmp(cmd, "refresh"))
 			return client_command(cmd, argc - 2, argv + 2);
@@ -84,6 +89,7 @@ int main(int argc, char **argv)
 		mount_options_free(&o);
 		return r < 0 ? 2 : 0;
 	}
+	wb_journal_recover(stderr);
 	int status = sbfs_mount_run(&o);
 	mount_options_free(&o);
 	return status;

@@ -16,6 +16,7 @@
 
 #include "../control/server.h"
 #include "../fs/fs.h"
+#include "../fs/writeback.h"
 #include "../util/log.h"
 
 /* ---- daemonizing: the parent waits for the child's verdict ---- */
@@ -218,6 +219,8 @@ static char *default_spool_dir(void)
 
 /* Unmount-time flush: whatever cannot reach the sandbox is saved locally
  * and named, never dropped in silence. */
+static size_t saved_count;
+
 static int final_flush(struct fs *fs)
 {
 	char msg[512] = "";
@@ -233,6 +236,7 @@ static int final_flush(struct fs *fs)
 		snprintf(dir, sizeof dir, "%s/.local/state/sbfs/unsaved/%s",
 			 home && *home ? home : "/tmp", fs->b->spec.name);
 	size_t saved = fs_save_pending(fs, dir);
+	saved_count = saved;
 	/* The one line a user needs: what did not reach the sandbox, where it
 	 * is now; the daemon then exits non-zero. */
 	if (saved)
@@ -300,6 +304,7 @@ int sbfs_mount_run(struct mount_options *o)
 		.spool_dir = o->spool_dir,
 		.control_socket = sock,
 		.log_path = log_path,
+		.writeback = o->writeback,
 	};
 	if (fs_init(&fs, b, &cfg) < 0) {
 		sb_err("out of memory");
@@ -313,6 +318,10 @@ int sbfs_mount_run(struct mount_options *o)
 		goto out;
 	}
 	close(probe);
+	if (o->writeback && wb_start(&fs, name, err, sizeof err) < 0) {
+		sb_err("%s", err);
+		goto out;
+	}
 
 	struct control_hooks hooks = {
 		.arg = &fs,
@@ -373,8 +382,14 @@ out:
 	/* Teardown, in reverse. */
 	if (ctl)
 		control_server_stop(ctl);
-	if (fs_ready && final_flush(&fs) < 0)
-		status = 1;
+	if (fs_ready) {
+		bool unsaved = final_flush(&fs) < 0;
+		if (unsaved)
+			status = 1;
+		/* The journal goes once every file reached the sandbox or the
+		 * unsaved folder. */
+		wb_stop(&fs, unsaved && saved_count == 0);
+	}
 	if (hup_started) {
 		hup_stop = 1;
 		sem_post(&hup_sem);

@@ -179,6 +179,10 @@ static int apply_option(struct mount_options *o, char *opt, char *err,
 		SET_STRING(o->spool_dir);
 	} else if (!strcmp(key, "log")) {
 		SET_STRING(o->log_path);
+	} else if (!strcmp(key, "writeback")) {
+		if (val)
+			return fail(err, errlen, "-o writeback takes no value (write -o writeback)");
+		o->writeback = true;
 	} else {
 		/* Backend-specific: sb_backend_create checks it is known. */
 		char *kv;
@@ -247,6 +251,9 @@ void mount_options_usage(FILE *out)
 		"  -o dir_timeout=S    cache listings for S seconds (default 5)\n"
 		"  -o spool_dir=DIR    local spool for open files (default $TMPDIR or /var/tmp)\n"
 		"  -o log=FILE         daemon log (default: beside the control socket)\n"
+		"  -o writeback        close() returns once the data is safe in the local\n"
+		"                      spool; uploads run in the background, batched;\n"
+		"                      fsync, sbexec, `sbfs sync` and unmount wait for them\n"
 		"  -o shell_ops        testing aid: use the generic shell file operations\n"
 		"  -o call_timeout=S   deadline of each file call to the sandbox (default 60)\n"
 		"  -o inject_latency_ms=N  testing/benchmark aid: delay every backend call\n"

@@ -23,6 +23,7 @@ struct mount_options {
 	double dir_timeout;
 	char *spool_dir;
 	char *log_path;
+	bool writeback;       /* -o writeback: uploads after close() returns */
 };
 
 /* Parses argv (after the program name). 0, 1 when --help/--version was

@@ -446,11 +446,9 @@ int file_state_truncate(struct file_state *f, off_t size)
 	return 0;
 }
 
-int file_state_upload(struct file_state *f, struct sb_backend *b,
-		      const char *guest_path)
+int file_state_upload_prepare(struct file_state *f, struct sb_backend *b,
+			      const char *guest_path)
 {
-	if (!f->dirty || f->unlinked)
-		return 0;
 	off_t end = f->size;
 	if (f->remote_exists) {
 		size_t w;
@@ -462,15 +460,40 @@ int file_state_upload(struct file_state *f, struct sb_backend *b,
 	/* A new file the sandbox never had: its gaps are holes. */
 	if (ftruncate(f->fd, f->size) < 0)
 		return f->upload_error = -errno;
-	int r = sb_write_file(b, guest_path, f->fd, f->size, f->mode);
-	if (r < 0)
-		return f->upload_error = r;
+	return 0;
+}
+
+void file_state_upload_done(struct file_state *f, int r)
+{
+	if (r < 0) {
+		f->upload_error = r;
+		return;
+	}
 	f->remote_exists = true;
 	f->ident[0] = '\0'; /* the sandbox's copy is a new one: ours */
 	f->identity_known = false;
 	f->adoptable = true;
 	f->upload_error = 0;
-	return 0;
+}
+
+bool file_state_complete(const struct file_state *f)
+{
+	off_t gs, ge;
+	return !f->remote_exists ||
+	       !range_set_first_gap(&f->present, 0, f->size, &gs, &ge);
+}
+
+int file_state_upload(struct file_state *f, struct sb_backend *b,
+		      const char *guest_path)
+{
+	if (!f->dirty || f->unlinked)
+		return 0;
+	int r = file_state_upload_prepare(f, b, guest_path);
+	if (r < 0)
+		return r;
+	r = sb_write_file(b, guest_path, f->fd, f->size, f->mode);
+	file_state_upload_done(f, r);
+	return r;
 }
 
 void file_state_revalidate(struct file_state *f, off_t size,

@@ -68,6 +68,11 @@ struct file_state {
 	 * node had: op_read makes them be asked again. */
 	bool remote_changed;
 	bool warned_changing;    /* "keeps changing" logged once per spool */
+	/* Write-back mode (writeback.c): the journal entry holding this
+	 * spool (f->lock), and whether the upload queue holds it (table
+	 * lock). */
+	int64_t wb_seq;
+	bool wb_queued;
 };
 
 /* A new state with an empty spool in dir. size is the remote size (0 for
@@ -101,5 +106,13 @@ void file_state_revalidate(struct file_state *f, off_t size,
  * node shows the uploaded size and mtime. On failure the data stays. */
 int file_state_upload(struct file_state *f, struct sb_backend *b,
 		      const char *guest_path);
+/* The two halves of file_state_upload around the write call, for batch
+ * uploads: prepare fetches what the spool lacks and sizes it; done records
+ * a successful upload (or its failure, r < 0). */
+int file_state_upload_prepare(struct file_state *f, struct sb_backend *b,
+			      const char *guest_path);
+void file_state_upload_done(struct file_state *f, int r);
+/* True when the spool holds the whole file (nothing to fetch). */
+bool file_state_complete(const struct file_state *f);
 
 #endif

@@ -19,6 +19,7 @@ struct fs_config {
 	const char *spool_dir;
 	const char *control_socket; /* value of the control xattr on the root */
 	const char *log_path;       /* shown in status */
+	bool writeback;             /* -o writeback: see writeback.h */
 };
 
 struct fs {
@@ -35,6 +36,7 @@ struct fs {
 	struct file_state *retained_head, *retained_tail;
 	size_t retained_count;
 	off_t retained_bytes;
+	struct wb *wb;        /* write-back queue; NULL in the default mode */
 };
 
 int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg);

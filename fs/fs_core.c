@@ -8,6 +8,7 @@
 
 #include "../util/log.h"
 #include "fs_internal.h"
+#include "writeback.h"
 
 struct timespec fs_now(void)
 {
@@ -109,6 +110,7 @@ int fs_upload_locked(struct fs *fs, struct node *n, struct file_state *f,
 	 * attributes are recorded already expired: the sandbox gave the file
 	 * its own mtime, and the next stat shows that one from then on (an
 	 * editor compares mtimes across its reads and writes). */
+	wb_forget(fs, f);
 	pthread_mutex_lock(&fs->t.lock);
 	struct stat st;
 	fs_node_stat(n, &st);
@@ -278,25 +280,40 @@ static void collect_dirty(struct node *n, void *arg)
 
 int fs_flush_all(struct fs *fs, char *msg, size_t msglen)
 {
+	/* Write-back: the queue drains first; what failed there is retried
+	 * below and reported like a failed close. */
+	wb_drain(fs);
+	return fs_flush_dirty(fs, msg, msglen);
+}
+
+int fs_flush_dirty(struct fs *fs, char *msg, size_t msglen)
+{
 	struct node_list l = {0};
 	pthread_mutex_lock(&fs->t.lock);
 	node_walk(fs->t.root, collect_dirty, &l);
 	pthread_mutex_unlock(&fs->t.lock);
 
 	int first = 0;
-	size_t failed = 0;
+	size_t failed = 0, named = 0;
 	for (size_t i = 0; i < l.n; i++) {
 		int r = fs_upload_file(fs, l.v[i], l.v[i]->file);
 		if (r < 0) {
-			if (!first) {
-				pthread_mutex_lock(&fs->t.lock);
-				char *p = node_path(l.v[i]);
-				pthread_mutex_unlock(&fs->t.lock);
-				snprintf(msg, msglen, "%s: %s", p ? p : "?",
-					 strerror(-r));
-				free(p);
-				first = r;
+			/* Every failed file is named while the message has
+			 * room; the rest are counted. */
+			pthread_mutex_lock(&fs->t.lock);
+			char *p = node_path(l.v[i]);
+			pthread_mutex_unlock(&fs->t.lock);
+			size_t used = msg && msglen ? strlen(first ? msg : "") : 0;
+			char one[320];
+			snprintf(one, sizeof one, "%s%s: %s", first ? "; " : "",
+				 p ? p : "?", strerror(-r));
+			free(p);
+			if (msg && msglen && used + strlen(one) + 24 < msglen) {
+				snprintf(msg + used, msglen - used, "%s", one);
+				named++;
 			}
+			if (!first)
+				first = r;
 			failed++;
 		}
 	}
@@ -307,9 +324,9 @@ int fs_flush_all(struct fs *fs, char *msg, size_t msglen)
 	}
 	pthread_mutex_unlock(&fs->t.lock);
 	free(l.v);
-	if (failed > 1 && msg && msglen) {
+	if (failed > named && msg && msglen) {
 		size_t used = strlen(msg);
-		snprintf(msg + used, msglen - used, " (and %zu more)", failed - 1);
+		snprintf(msg + used, msglen - used, " (and %zu more)", failed - named);
 	}
 	return first;
 }
@@ -438,6 +455,7 @@ void fs_status(struct fs *fs, json_t *obj)
 	size_t nodes = fs->t.count;
 	pthread_mutex_unlock(&fs->t.lock);
 	json_object_set_new(obj, "pending_uploads", pending);
+	wb_status(fs, obj);
 	json_object_set_new(obj, "pid", json_integer(getpid()));
 	json_object_set_new(obj, "workdir", json_string(fs->workdir));
 	json_object_set_new(obj, "cached_nodes", json_integer((json_int_t)nodes));

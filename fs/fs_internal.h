@@ -33,6 +33,9 @@ int fs_upload_locked(struct fs *fs, struct node *n, struct file_state *f,
 /* Uploads one node's dirty spool. Takes the file lock; table lock NOT
  * held. The state must be pinned or held by a handle. */
 int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f);
+/* fs_flush_all without waiting for the write-back queue: uploads every
+ * dirty file now. */
+int fs_flush_dirty(struct fs *fs, char *msg, size_t msglen);
 /* Drops a pin/handle reference: when nothing holds the spool and nothing
  * is pending, it is kept as a read cache (within a budget) or freed.
  * Table lock held. */

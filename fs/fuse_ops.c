@@ -13,6 +13,7 @@
 #include "../control/server.h"
 #include "../util/log.h"
 #include "fs_internal.h"
+#include "writeback.h"
 
 #define NAME_MAX_BYTES 255
 
@@ -416,6 +417,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (f)
 		pthread_mutex_unlock(&f->lock);
 	free(path);
+	/* Write-back: a closed file changed by path goes back in the queue. */
+	if (f && err == 0 && fs->wb && f->dirty && f->handles == 0)
+		err = wb_commit(fs, n, f);
 
 	/* Record what was changed rather than asking the sandbox again. */
 	struct stat st;
@@ -605,7 +609,20 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
 	uint64_t ino = n ? n->ino : 0;
 	struct file_state *f = n ? pin_file(fs, n) : NULL;
+	/* Files below still waiting for their upload (write-back) are not in
+	 * the sandbox yet, but the directory is not empty. */
+	bool pending_below = false;
+	for (struct node *c = is_dir && n ? n->children : NULL; c; c = c->next_sibling)
+		if (c->file && c->file->dirty && !c->file->unlinked)
+			pending_below = true;
 	pthread_mutex_unlock(&fs->t.lock);
+	if (pending_below) {
+		free(path);
+		if (f)
+			unpin_file(fs, ino);
+		fuse_reply_err(req, ENOTEMPTY);
+		return;
+	}
 
 	/* Holding the spool's lock orders the removal after an upload in
 	 * flight and keeps one from starting after it. */
@@ -615,8 +632,10 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 		err = 0; /* created here and never uploaded: nothing to remove */
 	else
 		err = sb_remove(fs->b, path, is_dir);
-	if (f && (err == 0 || err == -ENOENT))
+	if (f && (err == 0 || err == -ENOENT)) {
 		f->unlinked = true;
+		wb_forget(fs, f); /* a queued upload is cancelled */
+	}
 	if (f)
 		pthread_mutex_unlock(&f->lock);
 	free(path);
@@ -643,6 +662,46 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	remove_child(req, parent, name, true);
 }
 
+/* Write-back: a file still waiting for its first upload is renamed here
+ * only, and uploaded under its new name (an editor's or git's write-temp-
+ * then-rename costs no call). Its lock keeps a worker from uploading it
+ * under the old name meanwhile. A file the rename replaces loses its own
+ * pending upload. Returns false when the rename must go to the sandbox. */
+static bool rename_pending(struct fs *fs, uint64_t nino, struct file_state *f,
+			   struct file_state *of, fuse_ino_t newparent,
+			   const char *newname, int *err)
+{
+	pthread_mutex_lock(&f->lock);
+	if (!f->dirty || f->remote_exists || f->unlinked) {
+		pthread_mutex_unlock(&f->lock);
+		return false;
+	}
+	if (of) {
+		pthread_mutex_lock(&of->lock);
+		of->unlinked = true;
+		wb_forget(fs, of);
+	}
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, nino);
+	struct node *np = node_by_ino(&fs->t, newparent);
+	char *rel = NULL;
+	if (!n || !np) {
+		*err = -ENOENT;
+	} else {
+		*err = node_move(&fs->t, n, np, newname);
+		n->seen_mark = np->seen_mark;
+		rel = node_path(n);
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	if (*err == 0)
+		wb_renamed(fs, f, rel);
+	free(rel);
+	if (of)
+		pthread_mutex_unlock(&of->lock);
+	pthread_mutex_unlock(&f->lock);
+	return true;
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
@@ -654,36 +713,62 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	int err = 0;
-	/* The sandbox must have what it renames: pending data first. */
+	int err = check_name(newname);
+	if (err < 0) {
+		fuse_reply_err(req, -err);
+		return;
+	}
 	pthread_mutex_lock(&fs->t.lock);
 	struct node *p = node_by_ino(&fs->t, parent);
 	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
 	bool subtree = n && n->children;
 	struct file_state *f = n ? pin_file(fs, n) : NULL;
 	uint64_t nino = n ? n->ino : 0;
+	struct node *np = node_by_ino(&fs->t, newparent);
+	struct node *old = np ? node_child(&fs->t, np, newname) : NULL;
+	struct file_state *of = old && old != n ? pin_file(fs, old) : NULL;
+	uint64_t oino = old ? old->ino : 0;
+	bool old_is_dir = old && S_ISDIR(old->st.st_mode);
 	pthread_mutex_unlock(&fs->t.lock);
+
+	if (fs->wb && f && !subtree && !flags && !old_is_dir &&
+	    rename_pending(fs, nino, f, of, newparent, newname, &err))
+		goto out;
+
+	/* The sandbox must have what it renames: pending data first. Below a
+	 * directory, no worker may upload by the old paths meanwhile. */
+	bool paths_locked = subtree && fs->wb;
+	if (paths_locked) {
+		wb_drain(fs);
+		wb_paths_write_lock(fs);
+	}
 	if (subtree) {
 		char msg[256] = "";
-		err = fs_flush_all(fs, msg, sizeof msg);
+		err = fs_flush_dirty(fs, msg, sizeof msg);
 	}
-	if (f) {
-		if (err == 0)
-			err = fs_upload_file(fs, n, f);
-		unpin_file(fs, nino);
-	}
+	if (f && err == 0)
+		err = fs_upload_file(fs, n, f);
 	char *from = err == 0 ? child_path_of(fs, parent, name, &err) : NULL;
 	char *to = from ? child_path_of(fs, newparent, newname, &err) : NULL;
+	/* A replaced file's queued upload must not land after the rename. */
+	if (of)
+		pthread_mutex_lock(&of->lock);
 	if (from && to)
 		err = sb_rename(fs->b, from, to, flags & RENAME_NOREPLACE);
+	if (of && err == 0) {
+		of->unlinked = true;
+		wb_forget(fs, of);
+	}
+	if (of)
+		pthread_mutex_unlock(&of->lock);
 	free(from);
 	free(to);
 	if (err == 0) {
 		pthread_mutex_lock(&fs->t.lock);
 		p = node_by_ino(&fs->t, parent);
-		struct node *np = node_by_ino(&fs->t, newparent);
+		np = node_by_ino(&fs->t, newparent);
 		n = p ? node_child(&fs->t, p, name) : NULL;
-		struct node *old = np ? node_child(&fs->t, np, newname) : NULL;
+		old = np ? node_child(&fs->t, np, newname) : NULL;
 		if (old && old != n && old->file)
 			old->file->unlinked = true;
 		if (n && np) {
@@ -696,6 +781,13 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		}
 		pthread_mutex_unlock(&fs->t.lock);
 	}
+	if (paths_locked)
+		wb_paths_unlock(fs);
+out:
+	if (f)
+		unpin_file(fs, nino);
+	if (of)
+		unpin_file(fs, oino);
 	fuse_reply_err(req, -err);
 }
 
@@ -951,7 +1043,9 @@ static void upload_reply(fuse_req_t req, fuse_ino_t ino,
 	 * the data still to come. Its upload waits for the data or the last
 	 * close (release); an explicit fsync still uploads now. */
 	bool wait = is_flush && f && !f->remote_exists && !f->written;
-	if (f && !wait)
+	if (f && !wait && is_flush && fs->wb)
+		err = wb_commit(fs, n, f); /* durable here, uploaded later */
+	else if (f && !wait)
 		err = fs_upload_file(fs, n, f);
 	if (f)
 		unpin_file(fs, ino);
@@ -978,7 +1072,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	/* The last close of a file whose upload waited (see upload_reply). A
 	 * failure here has no caller to tell: the file stays pending, shown in
 	 * status and retried at the next sync, sbexec or unmount. */
-	if (f && f->handles == 1 && f->dirty)
+	if (f && f->handles == 1 && f->dirty && fs->wb)
+		wb_commit(fs, n, f);
+	else if (f && f->handles == 1 && f->dirty)
 		fs_upload_file(fs, n, f);
 	pthread_mutex_lock(&fs->t.lock);
 	n = node_by_ino(&fs->t, ino);

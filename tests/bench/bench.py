@@ -145,7 +145,7 @@ def workloads(p):
     directory for sshfs and the local disk."""
     n, nls, mib, saves = p["creates"], p["ls_files"], p["mib"], p["saves"]
     blob = "x" * 4095
-    every = [
+    return [
         ("create", f"{n} × 4 KiB creates (shell loop)",
          f'd=$(printf "%s\\n" "{blob}")\nmkdir creates\ncd creates\n'
          f'for i in $(seq {n}); do printf "%s" "$d" > f$i; done', None),
@@ -172,8 +172,6 @@ def workloads(p):
         ("rm", "rm -rf tree + creates", "rm -rf tree creates edit.txt",
          "rm -rf lsdir"),
     ]
-    only = p.get("only_workloads")
-    return [w for w in every if not only or w[0] in only]
 
 
 # ---------------------------------------------------------------- targets
@@ -188,6 +186,11 @@ class Target:
 
     def teardown(self):
         pass
+
+    def barrier(self):
+        """Shell lines appended to every timed script: write-back mode is
+        timed until its uploads have landed, not only until close()."""
+        return ""
 
     def oob(self, script, timeout):
         return sh(script, self.path, timeout)
@@ -227,6 +230,11 @@ class Sbfs(Target):
         st = sbfs_status(self.path)
         self.pid = st and st.get("pid")
         return None
+
+    def barrier(self):
+        if not self.writeback:
+            return ""
+        return f'\n"{SBFS}" sync "{self.path}"'
 
     def teardown(self):
         unmount(self.path)
@@ -351,12 +359,14 @@ def run_target(t, p, timeout, results, calls):
     env = {"SRC": p["src"], "EDIT": "y" * 8000}
     try:
         for key, label, script, oob in workloads(p):
+            if p.get("workloads") and key not in p["workloads"]:
+                continue
             if oob:
                 _, rc, err = t.oob(oob, timeout)
                 if rc != 0:
                     log(f"  {key}: setup failed rc={rc}: {err[-300:]}")
             before = sbfs_status(t.path) if t.sbfs else None
-            secs, rc, err = sh(script, t.path, timeout, env)
+            secs, rc, err = sh(script + t.barrier(), t.path, timeout, env)
             after = sbfs_status(t.path) if t.sbfs else None
             if rc == 124 or rc == 137:
                 results[(t.name, key)] = f">{timeout} (timeout)"
@@ -568,9 +578,9 @@ def main():
                     help="skip the sbexec latency and peak RSS measurements")
     ap.add_argument("--only", help="comma-separated configurations, e.g. "
                     "'local disk,sbfs 0 ms,sshfs 50 ms'")
-    ap.add_argument("--workloads", help="comma-separated workload keys to run, in "
-                    "suite order (create,cp,git,gitst,grep,lscold,lswarm,ddw,ddr,"
-                    "saves,rm); list the ones a workload needs too, e.g. 'cp,grep'")
+    ap.add_argument("--workloads", help="comma-separated workload keys to run "
+                    "(create,cp,git,gitst,grep,lscold,lswarm,ddw,ddr,saves,rm); "
+                    "later ones may need earlier ones (git needs cp)")
     ap.add_argument("--timeout", type=int, default=0,
                     help="per-workload timeout in seconds (default 600, quick 240)")
     ap.add_argument("--workdir", default=os.environ.get("TMPDIR", "/var/tmp"),
@@ -583,15 +593,12 @@ def main():
     p = {"quick": q, "latency": a.latency_ms, "t0": time.monotonic(),
          "creates": 200 if q else 1000, "ls_files": 1000, "mib": 64 if q else 256,
          "saves": 10 if q else 50, "tree_n": 60 if q else 282,
-         "rss_mib": 256 if q else 1024, "exec_n": 30 if q else 100}
+         "rss_mib": 256 if q else 1024, "exec_n": 30 if q else 100,
+         "workloads": [w.strip() for w in a.workloads.split(",")] if a.workloads else None}
     timeout = a.timeout or (240 if q else 600)
-    if a.workloads:
-        known = {"create", "cp", "git", "gitst", "grep", "lscold", "lswarm",
-                 "ddw", "ddr", "saves", "rm"}
-        p["only_workloads"] = [s.strip() for s in a.workloads.split(",")]
-        unknown = set(p["only_workloads"]) - known
-        if unknown:
-            sys.exit(f"bench: unknown workload(s): {', '.join(sorted(unknown))}")
+    unknown = set(p["workloads"] or ()) - {w[0] for w in workloads(p)}
+    if unknown:
+        sys.exit(f"bench: unknown workload(s): {', '.join(sorted(unknown))}")
 
     for tool in (SBFS, SBEXEC):
         if not os.access(tool, os.X_OK):

@@ -347,6 +347,7 @@ teardown() {
 	w0=$(calls write)
 	up0=$(status_json | jq .bytes_up)
 	head -c 5000 /dev/urandom >"$MNT/f"
+	sbfs sync "$MNT" # write-back mode uploads after close
 	w1=$(calls write)
 	up1=$(status_json | jq .bytes_up)
 	((w1 > w0)) || fail "write counter did not move: $w0 -> $w1"

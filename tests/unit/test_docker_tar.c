@@ -151,9 +151,35 @@ static void test_roundtrip(void)
 	CHECK_INT(system(cmd), 0);
 }
 
+/* Entries of a many-file archive: paths below the extraction directory,
+ * never a component that could climb out of it. */
+static void test_path_entries(void)
+{
+	char h[DK_TAR_HEADER_MAX];
+	CHECK_INT(dk_tar_path_header(h, "sub/dir/f.c", 0644, 7, 1, 0, 0), 512);
+	CHECK(strcmp(h, "sub/dir/f.c") == 0);
+	CHECK(checksum_ok(h));
+	const char *bad[] = {"", "/abs", "a/../b", "..", "../x", "a/..", "./a",
+			     "a/./b", "a//b", "a/", NULL};
+	for (size_t i = 0; bad[i]; i++)
+		CHECK_INT(dk_tar_path_header(h, bad[i], 0644, 1, 0, 0, 0), -EINVAL);
+	/* "..." and ".x" are plain names */
+	CHECK_INT(dk_tar_path_header(h, ".../.x", 0644, 1, 0, 0, 0), 512);
+	char longp[DK_TAR_PATH_MAX + 2];
+	memset(longp, 'a', sizeof longp - 1);
+	longp[sizeof longp - 1] = '\0';
+	longp[100] = '/';
+	CHECK_INT(dk_tar_path_header(h, longp, 0644, 1, 0, 0, 0), -ENAMETOOLONG);
+	longp[DK_TAR_PATH_MAX] = '\0'; /* the longest allowed: a pax path */
+	ssize_t n = dk_tar_path_header(h, longp, 0644, 1, 0, 0, 0);
+	CHECK(n == 3 * 512 || n == 4 * 512);
+	CHECK_INT(h[156], 'x');
+}
+
 int main(void)
 {
 	test_plain();
+	test_path_entries();
 	test_refused();
 	test_pax();
 	test_roundtrip();

@@ -1,0 +1,205 @@
+#!/usr/bin/env bats
+# Write-back mode (-o writeback): close() returns before the upload, uploads
+# are batched in the background, barriers wait for them and report failures,
+# and a killed daemon's queue is saved, never dropped.
+
+load helpers
+
+setup() {
+	sbfs_setup
+	export XDG_STATE_HOME=$T/state
+	mkdir -p "$T/spool"
+}
+
+teardown() { sbfs_teardown; }
+
+wb_mount() {
+	mount_sbfs -o "writeback,spool_dir=$T/spool${1:+,$1}" "${@:2}"
+}
+
+wb() { status_json | jq -er ".writeback.$1"; }
+
+# pending: files queued or uploading
+pending() { echo $(($(wb queued) + $(wb in_flight))); }
+
+@test "writeback: close returns before the upload; sbexec sees the file" {
+	wb_mount inject_latency_ms=1500
+	w0=$(calls write)
+	echo hello >"$MNT/a.txt"
+	# The upload takes 1.5 s of injected latency; close already returned.
+	p=$(pending)
+	((p >= 1)) || fail "nothing queued or in flight right after close ($p)"
+	assert_eq "$(cat "$MNT/a.txt")" hello "read back from the local state"
+	assert_eq "$(stat -c %s "$MNT/a.txt")" 6 "size from the local state"
+	# sbexec is a barrier: the command sees the file.
+	assert_eq "$(sb cat a.txt)" hello
+	assert_eq "$(pending)" 0
+	(($(calls write) > w0)) || fail "no write call was made"
+}
+
+@test "writeback: sbfs sync waits for the queue; status shows it drained" {
+	wb_mount inject_latency_ms=300
+	mkdir "$MNT/d"
+	for i in $(seq 1 30); do echo "f$i" >"$MNT/d/f$i"; done
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(pending)" 0
+	assert_eq "$(wb failed)" 0
+	(($(wb uploaded) >= 30)) || fail "uploaded: $(wb uploaded)"
+	assert_eq "$(sb sh -c 'cat d/f1 d/f30')" "f1
+f30"
+}
+
+@test "writeback: fsync uploads that file before it returns" {
+	wb_mount inject_latency_ms=200
+	w0=$(calls write)
+	dd if=/dev/zero of="$MNT/s.bin" bs=1k count=3 conv=fsync status=none
+	(($(calls write) > w0)) || fail "fsync returned before any write call"
+	assert_eq "$(sb stat -c %s s.bin)" 3072
+}
+
+@test "writeback: 1,000 small files take far fewer write calls than files" {
+	wb_mount inject_latency_ms=200
+	w0=$(calls write)
+	mkdir "$MNT/many"
+	for i in $(seq 1 1000); do printf 'content %s\n' "$i" >"$MNT/many/f$i"; done
+	run sbfs sync "$MNT"
+	assert_status 0
+	w=$(($(calls write) - w0))
+	echo "write calls for 1000 files: $w" >&3
+	((w < 100)) || fail "$w write calls for 1000 files"
+	assert_eq "$(sb sh -c 'ls many | wc -l')" 1000
+	assert_eq "$(sb cat many/f777)" "content 777"
+}
+
+@test "writeback: a pending file renamed is uploaded under its new name only" {
+	wb_mount inject_latency_ms=300
+	echo old >"$MNT/target"
+	sbfs sync "$MNT"
+	r0=$(calls rename)
+	# A busy queue keeps the next file pending while it is renamed.
+	for i in $(seq 1 5); do echo "$i" >"$MNT/busy$i"; done
+	echo new >"$MNT/target.tmp"
+	mv "$MNT/target.tmp" "$MNT/target"
+	assert_eq "$(cat "$MNT/target")" new
+	[[ ! -e $MNT/target.tmp ]] || fail "the old name still shows"
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(sb cat target)" new
+	run sb test -e target.tmp
+	assert_status 1
+	echo "rename calls: $(($(calls rename) - r0))" >&3
+}
+
+@test "writeback: pending files unlinked before their upload never reach the sandbox" {
+	wb_mount inject_latency_ms=300
+	mkdir "$MNT/gone"
+	for i in $(seq 1 20); do echo "$i" >"$MNT/gone/f$i"; done
+	rm -rf "$MNT/gone"
+	[[ ! -e $MNT/gone ]] || fail "gone still shows"
+	run sbfs sync "$MNT"
+	assert_status 0
+	run sb test -e gone
+	assert_status 1
+	# and an rmdir with pending files below is refused
+	mkdir "$MNT/keep"
+	echo x >"$MNT/keep/x"
+	run rmdir "$MNT/keep"
+	[ "$status" -ne 0 ]
+	assert_eq "$(sb cat keep/x)" x
+}
+
+@test "writeback: a directory renamed with pending files below carries them" {
+	wb_mount inject_latency_ms=300
+	mkdir "$MNT/src"
+	for i in $(seq 1 10); do echo "$i" >"$MNT/src/f$i"; done
+	mv "$MNT/src" "$MNT/dst"
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(sb sh -c 'ls dst | wc -l')" 10
+	assert_eq "$(sb cat dst/f7)" 7
+	run sb test -e src
+	assert_status 1
+}
+
+@test "writeback: a failed upload is reported by the next sync and sbexec, and kept" {
+	wb_mount
+	mkdir "$MNT/d"
+	exec 7>"$MNT/d/f"
+	echo first >&7
+	# The sandbox replaces the directory with a file while f is open.
+	sb sh -c 'rm -rf d && echo plain > d'
+	echo second >&7
+	exec 7>&-
+	run sbfs sync "$MNT"
+	[ "$status" -ne 0 ] || fail "sync succeeded: $output"
+	assert_output_has "/d/f"
+	run sbexec -m "$MNT" true
+	[ "$status" -ne 0 ] || fail "sbexec ran despite a failed upload"
+	assert_output_has "/d/f"
+	assert_eq "$(wb failed)" 1
+	status_json | jq -e '.pending_uploads[] | select(.path == "/d/f") | .error' >/dev/null ||
+		fail "status does not name /d/f with its error"
+	run sbfs status "$MNT"
+	assert_output_has "/d/f: "
+	assert_output_has "1 failed"
+}
+
+@test "writeback: kill -9 with pending uploads: the next status saves and names them" {
+	wb_mount inject_latency_ms=4000
+	mkdir "$MNT/sub"
+	sbfs sync "$MNT"
+	for i in 1 2 3; do echo "data $i" >"$MNT/sub/k$i"; done
+	(($(pending) >= 3)) || fail "files not pending: $(pending)"
+	kill -KILL "$SBFS_PID"
+	poll 10 not_pid_alive "$SBFS_PID"
+	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
+	run sbfs status "$T/nowhere"
+	assert_output_has "not uploaded"
+	lines=$(grep -c "not uploaded" <<<"$output")
+	assert_eq "$lines" 1 "one line per mount"
+	saved=$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*/sub)
+	for i in 1 2 3; do
+		assert_eq "$(cat "$saved/k$i")" "data $i"
+	done
+	[[ -z $(ls -A "$XDG_STATE_HOME/sbfs/journal") ]] || fail "journal pointer left behind"
+	# a second look finds nothing more
+	run sbfs status "$T/nowhere"
+	[[ $output != *"not uploaded"* ]] || fail "reported twice: $output"
+	if [[ $SBFS_TEST_BACKEND != local* ]]; then
+		timeout 120 sbfs sweep -o "backend=$SBFS_TEST_BACKEND" >/dev/null 2>&1 || true
+	fi
+}
+
+@test "writeback: unmount waits for the queue and exits 0" {
+	wb_mount inject_latency_ms=300 -f
+	for i in $(seq 1 20); do echo "$i" >"$MNT/u$i"; done
+	fusermount3 -u "$MNT"
+	rc=0
+	wait "$SBFS_FG_PID" || rc=$?
+	assert_eq "$rc" 0 "daemon exit status"
+	[[ ! -e $XDG_STATE_HOME/sbfs/unsaved ]] || fail "files were left unsaved"
+	[[ -z $(ls -A "$T/spool") ]] || fail "journal left in the spool dir: $(ls -A "$T/spool")"
+	# exit 0 means every file reached the sandbox: a file that could
+	# not is saved and named, and the daemon exits 1
+	if grep -q "could not upload" "$T/mnt.fg.out"; then
+		fail "unmount reported unsaved files"
+	fi
+}
+
+@test "writeback: after the upload the mount shows the sandbox's mtime" {
+	wb_mount
+	echo one >"$MNT/m.txt"
+	before=$(stat -c %y "$MNT/m.txt")
+	run sbfs sync "$MNT"
+	assert_status 0
+	sb true # a coherence point: the kernel asks again
+	after=$(stat -c %y "$MNT/m.txt")
+	assert_eq "$(date -d "$after" +%s)" "$(sb stat -c %Y m.txt)" \
+		"mtime through the mount vs in the sandbox"
+	if [[ $SBFS_TEST_BACKEND == local && $SBFS_TEST_OPTS != *shell_ops* ]]; then
+		# the local backend's batch gives the sandbox's copy our mtime
+		assert_eq "$after" "$before" "mtime kept across the upload"
+		assert_eq "$after" "$(sb stat -c %y m.txt)"
+	fi
+}
