@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LIST_MAX SB_LIMIT_LIST_BYTES
+#define LIST_MAX SB_LIMIT_LIST_JSON_BYTES
 #define ERR_MAX 4096
 #define FS_TIMEOUT_S 300.0
 
@@ -229,14 +229,8 @@ int modal_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *ou
 	int rc = cmd ? fs_tools(b, "list", path, cmd, -1, -1, &c) : 1;
 	if (rc == 1)
 		return shell_list_dir(b, path, out);
-	if (rc == -EFBIG)
-		sb_warn("modal: listing of %s refused: the file helper sent more than %zu MiB (a cap against a hostile sandbox); look at it with sbexec",
-			path, SB_LIMIT_LIST_BYTES >> 20);
 	if (rc == 0) {
 		rc = modal_parse_file_list(c.data ? c.data : "[]", c.data ? c.len : 2, out);
-		if (rc == -EFBIG)
-			sb_warn("modal: listing of %s refused: more than %zu entries (a cap against a hostile sandbox); look at it with sbexec",
-				path, SB_LIMIT_LIST_ENTRIES);
 		if (rc == -EPROTO) {
 			/* names that are not UTF-8 cannot come back as JSON
 			 * strings: the shell listing carries raw bytes */
@@ -244,6 +238,14 @@ int modal_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *ou
 			free(c.data);
 			return shell_list_dir(b, path, out);
 		}
+	}
+	if (rc == -EFBIG) {
+		/* too big to hold as JSON: the shell format is compact, and
+		 * applies the general listing caps */
+		sb_debug("modal: list %s: helper output over the JSON listing cap; using the shell", path);
+		sb_dirlist_free(out);
+		free(c.data);
+		return shell_list_dir(b, path, out);
 	}
 	free(c.data);
 	return rc;

@@ -18,10 +18,13 @@
  * the mount (EFBIG) but stays reachable with sbexec. */
 #define SB_LIMIT_LIST_ENTRIES ((size_t)1 << 18)
 #define SB_LIMIT_LIST_BYTES ((size_t)64 << 20)
-/* JSON tokens (values, keys) in one listing reply: a FileEntry has about
- * twenty, so this admits a full listing and refuses a reply built to
- * explode in the parser ([0,0,0,...] costs ~25 bytes of memory per input
- * byte). */
-#define SB_LIMIT_LIST_JSON_VALUES (SB_LIMIT_LIST_ENTRIES * 32)
+/* A listing that comes as JSON (Modal's file helper) costs ~7 bytes of
+ * parser memory per input byte (262,144 entries: 70 MB of JSON, 490 MB
+ * parsed), so JSON listings are capped lower and a bigger directory is
+ * listed through the compact shell format instead. The token cap (values
+ * and keys; a FileEntry has about 25) refuses a reply built to explode in
+ * the parser, such as [0,0,0,...], before it is parsed. */
+#define SB_LIMIT_LIST_JSON_BYTES ((size_t)16 << 20)
+#define SB_LIMIT_LIST_JSON_VALUES ((size_t)1 << 21)
 
 #endif
