@@ -505,7 +505,11 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 		dup2(errfd, 2);
 		dup2(info[1], 3);
 		syscall(SYS_close_range, 4U, ~0U, 0U);
-		execv(bwrap, (char *const *)a.v);
+		/* bwrap stays as the sandbox's pid 1, whose environ the
+		 * sandbox can read: it must not carry the daemon's (vendor
+		 * tokens, the caller's secrets) */
+		static char *const no_env[] = {NULL};
+		execve(bwrap, (char *const *)a.v, no_env);
 		_exit(127);
 	}
 	free(a.v);
