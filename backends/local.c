@@ -4,6 +4,7 @@
  * enter the running sandbox's namespaces with nsenter and drop every
  * capability with setpriv before running. */
 #include "local.h"
+#include "local_etc_mask.h"
 #include "util/log.h"
 
 #include <dirent.h>
@@ -449,6 +450,20 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 	strv_add(&a, "--ro-bind"); strv_add(&a, "/usr"); strv_add(&a, "/usr");
 	strv_add(&a, "--ro-bind"); strv_add(&a, "/etc"); strv_add(&a, "/etc");
 	add_system_dirs(&a, links);
+	struct etc_masks masks;
+	int mrc = etc_masks_collect("/etc", &masks);
+	if (mrc < 0) {
+		free(a.v);
+		set_error(b, "cannot scan /etc for files to hide from the sandbox: %s",
+			  strerror(-mrc));
+		return mrc;
+	}
+	for (size_t i = 0; i < masks.n; i++) {
+		strv_add(&a, masks.is_dir[i] ? "--tmpfs" : "--ro-bind");
+		if (!masks.is_dir[i])
+			strv_add(&a, "/dev/null");
+		strv_add(&a, masks.paths[i]);
+	}
 	strv_add(&a, "--proc"); strv_add(&a, "/proc");
 	strv_add(&a, "--dev"); strv_add(&a, "/dev");
 	strv_add(&a, "--tmpfs"); strv_add(&a, "/tmp");
@@ -472,6 +487,7 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 	if (errfd < 0 || devnull < 0 || pipe2(info, O_CLOEXEC) < 0) {
 		int e = -errno;
 		free(a.v);
+		etc_masks_free(&masks);
 		if (errfd >= 0) close(errfd);
 		if (devnull >= 0) close(devnull);
 		return e;
@@ -489,10 +505,15 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 		dup2(errfd, 2);
 		dup2(info[1], 3);
 		syscall(SYS_close_range, 4U, ~0U, 0U);
-		execv(bwrap, (char *const *)a.v);
+		/* bwrap stays as the sandbox's pid 1, whose environ the
+		 * sandbox can read: it must not carry the daemon's (vendor
+		 * tokens, the caller's secrets) */
+		static char *const no_env[] = {NULL};
+		execve(bwrap, (char *const *)a.v, no_env);
 		_exit(127);
 	}
 	free(a.v);
+	etc_masks_free(&masks);
 	close(info[1]);
 	close(devnull);
 	if (pid < 0) {

@@ -7,7 +7,9 @@
  * through a link), the operation is handed to the shell implementation,
  * which resolves it inside the sandbox where that is harmless. */
 #include "local.h"
+#include "sandbox_limits.h"
 #include "shell_ops.h"
+#include "util/log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -304,9 +306,16 @@ int local_list_dir(struct sb_backend *b, const char *path,
 		return -errno;
 	}
 	struct dirent *de;
+	size_t bytes = 0;
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
+		if (out->n >= SB_LIMIT_LIST_ENTRIES || bytes > SB_LIMIT_LIST_BYTES) {
+			sb_warn("local: listing of %s refused: more than %zu entries or %zu MiB (a cap against a hostile sandbox); look at it with sbexec",
+				path, SB_LIMIT_LIST_ENTRIES, SB_LIMIT_LIST_BYTES >> 20);
+			rc = -EFBIG;
+			break;
+		}
 		struct stat st;
 		char *target = NULL;
 		int r = stat_at(dirfd(d), de->d_name, &st, &target);
@@ -320,6 +329,8 @@ int local_list_dir(struct sb_backend *b, const char *path,
 		}
 		e->st = st;
 		e->link_target = target;
+		bytes += strlen(de->d_name) + (target ? strlen(target) : 0) +
+			 sizeof *e;
 	}
 	closedir(d);
 	return rc;

@@ -7,6 +7,7 @@
  * generic shell implementation takes over. */
 #include "modal.h"
 #include "output_capture.h"
+#include "sandbox_limits.h"
 #include "shell_ops.h"
 #include "util/log.h"
 
@@ -16,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LIST_MAX ((size_t)256 * 1024 * 1024)
+#define LIST_MAX SB_LIMIT_LIST_JSON_BYTES
 #define ERR_MAX 4096
 #define FS_TIMEOUT_S 300.0
 
@@ -141,12 +142,41 @@ static unsigned id_of(json_t *v)
 	return *s && !*end ? (unsigned)n : 0;
 }
 
+/* JSON values in text, counted from its structure without parsing it,
+ * stopping once past max: a bound on what json_loadb would allocate. */
+static size_t json_values_upto(const char *text, size_t len, size_t max)
+{
+	size_t n = 1;
+	bool in_str = false;
+	for (size_t i = 0; i < len && n <= max; i++) {
+		char c = text[i];
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = false;
+		} else if (c == '"') {
+			in_str = true;
+		} else if (c == ',' || c == '[' || c == '{' || c == ':') {
+			n++;
+		}
+	}
+	return n;
+}
+
 int modal_parse_file_list(const char *text, size_t len, struct sb_dirlist *out)
 {
+	if (json_values_upto(text, len, SB_LIMIT_LIST_JSON_VALUES) >
+	    SB_LIMIT_LIST_JSON_VALUES)
+		return -EFBIG;
 	json_t *j = json_loadb(text, len, 0, NULL);
 	if (!json_is_array(j)) {
 		json_decref(j);
 		return -EPROTO;
+	}
+	if (json_array_size(j) > SB_LIMIT_LIST_ENTRIES) {
+		json_decref(j);
+		return -EFBIG;
 	}
 	size_t i;
 	json_t *e;
@@ -154,7 +184,7 @@ int modal_parse_file_list(const char *text, size_t len, struct sb_dirlist *out)
 	json_array_foreach(j, i, e) {
 		const char *name = json_string_value(json_object_get(e, "name"));
 		if (!name || !*name || !strcmp(name, ".") || !strcmp(name, "..") ||
-		    strchr(name, '/'))
+		    strchr(name, '/') || strlen(name) > SB_LIMIT_NAME)
 			continue;
 		struct sb_dirent *d = sb_dirlist_add(out, name);
 		if (!d) {
@@ -167,7 +197,8 @@ int modal_parse_file_list(const char *text, size_t len, struct sb_dirlist *out)
 			mode |= t ? t : S_IFREG;
 		d->st.st_mode = mode;
 		d->st.st_nlink = S_ISDIR(mode) ? 2 : 1;
-		d->st.st_size = (off_t)json_integer_value(json_object_get(e, "size"));
+		json_int_t size = json_integer_value(json_object_get(e, "size"));
+		d->st.st_size = size > 0 ? (off_t)size : 0;
 		double mt = json_number_value(json_object_get(e, "modified_time"));
 		/* Whole seconds, as the shell stat gives them: one file must
 		 * not show two mtimes depending on which call saw it last. */
@@ -179,7 +210,10 @@ int modal_parse_file_list(const char *text, size_t len, struct sb_dirlist *out)
 		d->st.st_blksize = 4096;
 		d->st.st_blocks = (d->st.st_size + 511) / 512;
 		const char *target = json_string_value(json_object_get(e, "symlink_target"));
-		if (S_ISLNK(mode) && target && !(d->link_target = strdup(target))) {
+		/* an overlong target is left unknown: readlink asks again,
+		 * and that answer is capped too */
+		if (S_ISLNK(mode) && target && strlen(target) <= SB_LIMIT_LINK_TARGET &&
+		    !(d->link_target = strdup(target))) {
 			rc = -ENOMEM;
 			break;
 		}
@@ -204,6 +238,14 @@ int modal_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *ou
 			free(c.data);
 			return shell_list_dir(b, path, out);
 		}
+	}
+	if (rc == -EFBIG) {
+		/* too big to hold as JSON: the shell format is compact, and
+		 * applies the general listing caps */
+		sb_debug("modal: list %s: helper output over the JSON listing cap; using the shell", path);
+		sb_dirlist_free(out);
+		free(c.data);
+		return shell_list_dir(b, path, out);
 	}
 	free(c.data);
 	return rc;

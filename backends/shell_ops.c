@@ -11,6 +11,7 @@
  */
 #include "shell_ops.h"
 #include "output_capture.h"
+#include "sandbox_limits.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -25,7 +26,7 @@
 #define SHELL_TIMEOUT_S 120.0
 #define READ_BLOCK 65536
 #define STAT_OUT_MAX (64 * 1024)
-#define LIST_OUT_MAX ((size_t)256 * 1024 * 1024)
+#define LIST_OUT_MAX SB_LIMIT_LIST_BYTES
 #define ERR_OUT_MAX 2048
 #define LIST_RETRIES 3
 
@@ -252,7 +253,7 @@ int shell_parse_statfs(const char *out, size_t len, struct statvfs *st)
 
 static bool name_ok(const char *s, size_t len)
 {
-	if (len == 0 || len > 255 || memchr(s, '/', len))
+	if (len == 0 || len > SB_LIMIT_NAME || memchr(s, '/', len))
 		return false;
 	return !(len == 1 && s[0] == '.') &&
 	       !(len == 2 && s[0] == '.' && s[1] == '.');
@@ -272,6 +273,8 @@ int shell_parse_list(const char *out, size_t len, struct sb_dirlist *list)
 		return -EPROTO;
 	if (n > len)
 		return -EPROTO;
+	if (n > SB_LIMIT_LIST_ENTRIES)
+		return -EFBIG;
 	struct sb_dirlist tmp = {0};
 	int rc = -EPROTO;
 	for (uint64_t i = 0; i < n; i++) {
@@ -294,7 +297,7 @@ int shell_parse_list(const char *out, size_t len, struct sb_dirlist *list)
 		if (!S_ISLNK(tmp.v[i].st.st_mode))
 			continue;
 		const char *nul = memchr(p, '\0', (size_t)(end - p));
-		if (!nul || nul - p > 4095)
+		if (!nul || nul - p > SB_LIMIT_LINK_TARGET)
 			goto fail;
 		if (nul > p && !(tmp.v[i].link_target = strdup(p))) {
 			rc = -ENOMEM;
@@ -553,6 +556,10 @@ int shell_list_dir(struct sb_backend *b, const char *path,
 			rc = -EAGAIN;
 		output_capture_free(&c);
 	}
+	if (rc == -EFBIG)
+		sb_warn("%s: listing of %s refused: more than %zu entries or %zu MiB (a cap against a hostile sandbox); look at it with sbexec",
+			b->ops->name, path, SB_LIMIT_LIST_ENTRIES,
+			SB_LIMIT_LIST_BYTES >> 20);
 	return rc == -EAGAIN ? -EIO : rc;
 }
 
@@ -578,6 +585,8 @@ int shell_stat(struct sb_backend *b, const char *path, struct stat *st,
 		size_t rest = nl ? c.len - (size_t)(nl + 1 - c.data) : 0;
 		if (rc == 0 && rest && !S_ISLNK(st->st_mode))
 			rc = -EPROTO;
+		if (rc == 0 && rest > SB_LIMIT_LINK_TARGET)
+			rc = -ENAMETOOLONG;
 		if (rc == 0 && rest && link_target &&
 		    !(*link_target = strndup(nl + 1, rest)))
 			rc = -ENOMEM;
@@ -732,6 +741,8 @@ int shell_readlink(struct sb_backend *b, const char *path, char **target)
 	int rc = run_capture(b, "readlink", script, args, &c);
 	if (rc == 0 && (c.len == 0 || memchr(c.data, '\0', c.len)))
 		rc = -EPROTO;
+	if (rc == 0 && c.len > SB_LIMIT_LINK_TARGET)
+		rc = -ENAMETOOLONG;
 	if (rc == 0 && !(*target = strndup(c.data, c.len)))
 		rc = -ENOMEM;
 	output_capture_free(&c);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -215,10 +216,15 @@ static int read_request(struct conn *c, struct request *rq, char *msg,
 	for (;;) {
 		int rc = frame_read(c->fd, &f);
 		if (rc <= 0) {
-			*gone = rc == 0 || rc != -EPROTO;
-			snprintf(msg, msglen, "protocol error: %s",
-				 rc == -EPROTO ? "malformed or oversized frame"
-					       : "the request ended early");
+			bool stalled = rc == -EAGAIN || rc == -EWOULDBLOCK;
+			*gone = !stalled && (rc == 0 || rc != -EPROTO);
+			if (stalled)
+				snprintf(msg, msglen, "protocol error: the request was still incomplete after %d s",
+					 REQUEST_TIMEOUT_S);
+			else
+				snprintf(msg, msglen, "protocol error: %s",
+					 rc == -EPROTO ? "malformed or oversized frame"
+						       : "the request ended early");
 			return -1;
 		}
 		if (!have_header) {
@@ -350,12 +356,26 @@ static void do_refresh(struct conn *c, const struct request *rq)
 	reply_json(c, json_pack("{s:b}", "ok", 1));
 }
 
+/* Receive timeout on the connection; 0 = none. */
+static void set_recv_timeout(int fd, int seconds)
+{
+	struct timeval tv = {.tv_sec = seconds};
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0)
+		sb_debug("control: SO_RCVTIMEO: %s", strerror(errno));
+}
+
 static void serve(struct conn *c)
 {
 	struct request rq = {0};
 	char msg[SB_REASON_MAX];
 	bool gone = false;
-	if (read_request(c, &rq, msg, sizeof msg, &gone) < 0) {
+	/* A client sends its whole request at once; one that stops halfway
+	 * is dropped instead of holding a thread forever. Once the request
+	 * is in, an exec's stdin may stay quiet as long as it likes. */
+	set_recv_timeout(c->fd, REQUEST_TIMEOUT_S);
+	int rrc = read_request(c, &rq, msg, sizeof msg, &gone);
+	set_recv_timeout(c->fd, 0);
+	if (rrc < 0) {
 		if (!gone) {
 			sb_warn("control: %s", msg);
 			control_reply_error(c, FRAME_JSON, msg);

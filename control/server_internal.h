@@ -14,6 +14,8 @@
 #define MAX_ARGS 4096
 #define MAX_ENV 4096
 #define MAX_REQUEST_BYTES (1u << 20)
+/* Seconds a client may take to send its whole request (up to G). */
+#define REQUEST_TIMEOUT_S 30
 
 struct conn {
 	struct control_server *s;

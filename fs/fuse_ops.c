@@ -13,6 +13,7 @@
 #include "../control/server.h"
 #include "../util/log.h"
 #include "fs_internal.h"
+#include "symlink_policy.h"
 #include "writeback.h"
 
 #define NAME_MAX_BYTES 255
@@ -461,11 +462,13 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct timespec now = fs_now();
 	pthread_mutex_lock(&fs->t.lock);
 	struct node *n = node_by_ino(&fs->t, ino);
-	char *target = NULL;
+	char *target = NULL, *rel = n ? node_path(n) : NULL;
 	if (n && n->link_target && fs_attr_fresh(fs, n, &now))
 		target = strdup(n->link_target);
 	pthread_mutex_unlock(&fs->t.lock);
-	if (!n) {
+	if (!n || !rel) {
+		free(target);
+		free(rel);
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
@@ -476,11 +479,23 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 		free(path);
 	}
 	if (err < 0 || !target) {
+		free(rel);
 		fuse_reply_err(req, err < 0 ? -err : ENOMEM);
 		return;
 	}
-	/* The target is shown as it is; it is never resolved here. */
-	fuse_reply_readlink(req, target);
+	/* Never resolved here; shown only in a form that, followed by the
+	 * host kernel, stays inside the mount (symlink_policy.h). */
+	char *shown = NULL;
+	err = symlink_policy_view(fs->workdir, rel, target, &shown);
+	if (err < 0) {
+		if (err != -ENOMEM)
+			symlink_policy_log_refusal(rel, target, err);
+		fuse_reply_err(req, -err);
+	} else {
+		fuse_reply_readlink(req, shown);
+	}
+	free(shown);
+	free(rel);
 	free(target);
 }
 

@@ -64,16 +64,17 @@ mount_still_answers() {
 	mount_still_answers
 }
 
-@test "symlinks are shown as they are, never resolved by the filesystem" {
+@test "symlinks out of the mount are listed as links, never resolved on the host" {
 	sb ln -s /etc/shadow-sbfs-nope "$WS/abs"
 	sb ln -s ../../../../escape "$WS/rel"
 	sb ln -s "$WS/../../x" "$WS/dots"
-	assert_eq "$(readlink "$MNT/abs")" /etc/shadow-sbfs-nope
-	assert_eq "$(readlink "$MNT/rel")" ../../../../escape
-	assert_eq "$(readlink "$MNT/dots")" "$WS/../../x"
-	assert_eq "$(stat -c %F "$MNT/abs")" "symbolic link"
+	for l in abs rel dots; do
+		assert_eq "$(stat -c %F "$MNT/$l")" "symbolic link"
+		run readlink "$MNT/$l"
+		[ "$status" -ne 0 ] || fail "readlink $l gave '$output'"
+	done
 	run ls -l "$MNT/rel"
-	assert_output_has "rel -> ../../../../escape"
+	assert_output_has "Operation not permitted"
 }
 
 @test "symlink to a directory inside the workspace resolves through the mount" {
