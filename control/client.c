@@ -327,9 +327,9 @@ static void print_status(FILE *out, json_t *o)
 					path = json_string_value(e);
 				json_t *bytes = json_object_get(e, "bytes");
 				if (path && bytes)
-					fprintf(out, "  %s (%lld bytes)%s%s\n", path,
+					fprintf(out, "  %s (%lld bytes%s%s)\n", path,
 						(long long)json_integer_value(bytes),
-						err ? ": " : "", err ? err : "");
+						err ? ", last upload failed: " : "", err ? err : "");
 				else if (path)
 					fprintf(out, "  %s%s%s\n", path, err ? ": " : "",
 						err ? err : "");

@@ -247,8 +247,10 @@ void mount_options_usage(FILE *out)
 		"  -o tag=KEY=VALUE    label the sandbox (repeatable)\n"
 		"  -o keep             leave the sandbox after unmount and print its id\n"
 		"  -o attach=ID        mount an existing sandbox (kept after unmount)\n"
-		"  -o attr_timeout=S   cache attributes for S seconds (default 5)\n"
-		"  -o dir_timeout=S    cache listings for S seconds (default 5)\n"
+		"  -o attr_timeout=S   cache attributes for S seconds (default 5;\n"
+		"                      30 with writeback)\n"
+		"  -o dir_timeout=S    cache listings for S seconds (default 5; 30 with\n"
+		"                      writeback)\n"
 		"  -o spool_dir=DIR    local spool for open files (default $TMPDIR or /var/tmp)\n"
 		"  -o log=FILE         daemon log (default: beside the control socket)\n"
 		"  -o writeback        close() returns once the data is safe in the local\n"
@@ -268,8 +270,7 @@ int mount_options_parse(int argc, char **argv, struct mount_options *o,
 {
 	memset(o, 0, sizeof *o);
 	sb_spec_init(&o->spec);
-	o->attr_timeout = 5;
-	o->dir_timeout = 5;
+	o->attr_timeout = o->dir_timeout = -1; /* unset: defaults below */
 
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
@@ -312,6 +313,14 @@ int mount_options_parse(int argc, char **argv, struct mount_options *o,
 	}
 	if (o->spec.attach_id)
 		o->spec.keep = true; /* an attached sandbox is not ours to destroy */
+	/* Write-back trades freshness for round trips already; longer caches
+	 * keep a long job (git add of a tree) from re-asking the sandbox for
+	 * what it was told moments ago. sbexec and refresh still invalidate. */
+	double cache_default = o->writeback ? 30 : 5;
+	if (o->attr_timeout < 0)
+		o->attr_timeout = cache_default;
+	if (o->dir_timeout < 0)
+		o->dir_timeout = cache_default;
 	return 0;
 }
 

@@ -141,7 +141,8 @@ f30"
 	status_json | jq -e '.pending_uploads[] | select(.path == "/d/f") | .error' >/dev/null ||
 		fail "status does not name /d/f with its error"
 	run sbfs status "$MNT"
-	assert_output_has "/d/f: "
+	assert_output_has "/d/f ("
+	assert_output_has "last upload failed: "
 	assert_output_has "1 failed"
 }
 
