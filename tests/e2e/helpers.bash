@@ -350,18 +350,32 @@ not_pid_alive() {
 
 # _teardown_mount REC_DIR: unmount one mount whatever state it is in.
 # Returns 1 if it had to use force.
+# mount_users MNT: the processes whose cwd, root or open files are under
+# MNT (what keeps an unmount busy), one "pid: args" line each.
+mount_users() {
+	local p link
+	for p in /proc/[0-9]*; do
+		for link in "$p/cwd" "$p/root" "$p"/fd/*; do
+			[[ $(readlink "$link" 2>/dev/null) == "$1"* ]] || continue
+			echo "  busy: ${p#/proc/}: $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) ($link)"
+			break
+		done
+	done
+}
+
 _teardown_mount() {
 	local rec=$1 mnt pid forced=0
 	mnt=$(cat "$rec/mnt")
 	pid=$(cat "$rec/pid" 2>/dev/null || true)
 	if is_mounted "$mnt"; then
 		local i
-		for i in 1 2 3; do
+		for i in 1 2 3 4 5 6; do
 			timeout 30 fusermount3 -u "$mnt" 2>/dev/null && break
 			sleep 1
 		done
 		if is_mounted "$mnt"; then
 			echo "teardown: fusermount3 -u $mnt failed; killing the daemon" >&2
+			mount_users "$mnt" >&2
 			forced=1
 			[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
 			fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
