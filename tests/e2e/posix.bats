@@ -217,7 +217,9 @@ close OK" open 0 f rw,creat 644 write 0 0123456789 lseek 0 2 set read 0 3 \
 	expect_po $'utimens OK\nutimens OK' utimens f 1000000000 1200000000.5 utimens d 1100000000 1100000001
 	assert_eq "$(sb stat -c '%X %Y' "$WS/f")" "1000000000 1200000000" "atime mtime of f"
 	assert_eq "$(sb stat -c '%X %Y' "$WS/d")" "1100000000 1100000001" "atime mtime of d"
-	assert_eq "$(stat -c '%X %Y' f)" "1000000000 1200000000" "on the mount"
+	# the mount's atime is the sandbox's only where the backend's stat has it
+	# (docker's archive stat and modal's listing carry the mtime alone)
+	assert_eq "$(stat -c %Y f)" 1200000000 "mtime on the mount"
 	expect_po "utimens OK" utimens f omit 1300000000
 	assert_eq "$(sb stat -c '%X %Y' "$WS/f")" "1000000000 1300000000" "after UTIME_OMIT of atime"
 	expect_po "utimens OK" utimens f 1400000000 omit
