@@ -160,10 +160,12 @@ reader() {
 	local r=$1 i=0
 	while [[ ! -e $T/writers.done ]] && ((i < 40)); do
 		cat "$T"/closed.* 2>/dev/null | sort >"$T/snap.$r.$i"
+		# one read of each file (a copy), so size and hash describe the same bytes
 		sbexec -m "$MNT" sh -c 'cd /workspace && for f in w*/f*; do
 			[ -f "$f" ] || continue
-			printf "%s %s %s\n" "$f" "$(wc -c <"$f")" "$(sha256sum <"$f" | cut -c1-64)"
-		done' >"$T/seen.$r.$i" || echo "sbexec failed: $?" >"$T/seen.$r.$i.err"
+			cat <"$f" >"/tmp/seen.$1" || continue
+			printf "%s %s %s\n" "$f" "$(wc -c <"/tmp/seen.$1")" "$(sha256sum <"/tmp/seen.$1" | cut -c1-64)"
+		done' sh "$r" >"$T/seen.$r.$i" || echo "sbexec failed: $?" >"$T/seen.$r.$i.err"
 		i=$((i + 1))
 	done
 }
