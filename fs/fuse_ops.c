@@ -382,13 +382,21 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 
 	if (f)
 		pthread_mutex_lock(&f->lock);
-	if (path && (to_set & FUSE_SET_ATTR_SIZE)) {
+	/* Open but unlinked: it lives only in its spool, has no path, and
+	 * nothing in the sandbox is to change (ftruncate after unlink). */
+	bool orphan = f && f->unlinked;
+	if (orphan && !path)
+		err = 0;
+	if ((path || orphan) && (to_set & FUSE_SET_ATTR_SIZE)) {
 		if (f)
 			err = file_state_truncate(f, attr->st_size);
 		else
 			err = sb_truncate(fs->b, path, attr->st_size);
 	}
-	if (path && err == 0 && (to_set & FUSE_SET_ATTR_MODE)) {
+	if (orphan) {
+		if (err == 0 && (to_set & FUSE_SET_ATTR_MODE))
+			f->mode = attr->st_mode & 07777;
+	} else if (path && err == 0 && (to_set & FUSE_SET_ATTR_MODE)) {
 		if (f && !f->remote_exists) {
 			/* Applied when the new file is first uploaded. */
 			f->mode = attr->st_mode & 07777;
@@ -398,7 +406,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 				f->mode = attr->st_mode & 07777;
 		}
 	}
-	if (path && err == 0 &&
+	if (path && !orphan && err == 0 &&
 	    (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
 		/* An upload would reset the times: upload first. */
 		if (f && f->dirty)
