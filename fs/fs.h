@@ -8,6 +8,7 @@
 #include <fuse_lowlevel.h>
 #include <jansson.h>
 #include <stdbool.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 
 #include "../backends/backend.h"
@@ -37,6 +38,12 @@ struct fs {
 	size_t retained_count;
 	off_t retained_bytes;
 	struct wb *wb;        /* write-back queue; NULL in the default mode */
+	/* The last statfs answer, kept like attributes (df and stress tools
+	 * ask for it constantly; its figures are advisory). Table lock. */
+	struct statvfs statfs_cache;
+	struct timespec statfs_expires;
+	uint64_t statfs_gen;
+	bool statfs_valid;
 };
 
 int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg);

@@ -1331,11 +1331,31 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	if (dead(fs, req))
 		return;
 	struct statvfs st;
-	int err = sb_statfs(fs->b, fs->workdir, &st);
-	if (err < 0)
-		fuse_reply_err(req, -err);
-	else
+	struct timespec now = fs_now();
+	pthread_mutex_lock(&fs->t.lock);
+	bool cached = fs->statfs_valid && fs->statfs_gen == fs->t.gen &&
+		      (now.tv_sec < fs->statfs_expires.tv_sec ||
+		       (now.tv_sec == fs->statfs_expires.tv_sec &&
+			now.tv_nsec < fs->statfs_expires.tv_nsec));
+	uint64_t gen = fs->t.gen;
+	st = fs->statfs_cache;
+	pthread_mutex_unlock(&fs->t.lock);
+	if (cached) {
 		fuse_reply_statfs(req, &st);
+		return;
+	}
+	int err = sb_statfs(fs->b, fs->workdir, &st);
+	if (err < 0) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	pthread_mutex_lock(&fs->t.lock);
+	fs->statfs_cache = st;
+	fs->statfs_expires = fs_expiry(fs->cfg.attr_timeout);
+	fs->statfs_gen = gen;
+	fs->statfs_valid = true;
+	pthread_mutex_unlock(&fs->t.lock);
+	fuse_reply_statfs(req, &st);
 }
 
 /* ---- xattrs: only the root's control-socket attribute ---- */

@@ -293,6 +293,16 @@ teardown() {
 	assert_eq "$mnt_total" "$sb_total" "total bytes (blocks * fragment size)"
 }
 
+@test "statfs: answers are cached like attributes, asked again after sbexec" {
+	df -P "$MNT" >/dev/null
+	before=$(calls statfs)
+	for _ in 1 2 3 4 5; do df -P "$MNT" >/dev/null; done
+	assert_eq "$(calls statfs)" "$before" "statfs calls for five more df"
+	sbexec -m "$MNT" true
+	df -P "$MNT" >/dev/null
+	assert_eq "$(calls statfs)" "$((before + 1))" "statfs calls after a coherence point"
+}
+
 @test "ownership: files made on the mount and in the sandbox show as the mounting user" {
 	me="$(id -u):$(id -g)"
 	echo x >"$MNT/mine"
