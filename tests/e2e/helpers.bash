@@ -350,6 +350,39 @@ not_pid_alive() {
 
 # _teardown_mount REC_DIR: unmount one mount whatever state it is in.
 # Returns 1 if it had to use force.
+# figure TEXT: something a test measured (names tried, bytes verified...),
+# shown in the TAP output and gathered by tests/run into its summary.
+figure() {
+	echo "# $SBFS_TEST_BACKEND: $*" >&3
+	if [[ -n ${SBFS_FIGURES_FILE:-} ]]; then
+		printf '%s\n' "$*" >>"$SBFS_FIGURES_FILE"
+	fi
+}
+
+# tally WHAT N: adds N to a count tests/run sums over the whole suite
+# ("errno results checked", "faults injected").
+tally() {
+	if [[ -n ${SBFS_FIGURES_FILE:-} ]]; then
+		printf '@tally\t%s\t%s\n' "$1" "$2" >>"$SBFS_FIGURES_FILE"
+	fi
+}
+
+# _record_fault_counters REC: the mount's injected faults, retries and
+# deadline expiries, tallied.
+_record_fault_counters() {
+	[[ -n ${SBFS_FIGURES_FILE:-} ]] || return 0
+	local mnt st
+	mnt=$(cat "$1/mnt")
+	is_mounted "$mnt" || return 0
+	st=$(timeout 10 sbfs status --json "$mnt" 2>/dev/null) || return 0
+	local k n
+	for k in faults_injected retries deadlines; do
+		n=$(jq -r ".$k // 0" <<<"$st" 2>/dev/null) || continue
+		((n > 0)) && tally "$k" "$n"
+	done
+	return 0
+}
+
 # mount_users MNT: the processes whose cwd, root or open files are under
 # MNT (what keeps an unmount busy), one "pid: args" line each.
 mount_users() {
@@ -404,6 +437,7 @@ sbfs_teardown() {
 	[[ -n ${T:-} && -d $T/.mounts ]] || return 0
 	local rec forced=0
 	for rec in $(ls -1d "$T"/.mounts/* 2>/dev/null | sort -V -r); do
+		_record_fault_counters "$rec"
 		_teardown_mount "$rec" || forced=1
 	done
 	if [[ ${BATS_TEST_COMPLETED:-} != 1 || $forced == 1 ]]; then

@@ -89,6 +89,7 @@ no_pwned() {
 	assert_eq "$(sb sh -c 'find "$1" "$2" -mindepth 1 | wc -l' sh "$WS/d" "$WS/e")" 0 "sandbox after delete"
 	assert_eq "$(ls -A "$MNT/e")" "" "mount after delete"
 	no_pwned
+	tally "hostile names made, renamed and deleted on the mount, checked byte-exact in the sandbox" "$n"
 }
 
 @test "name corpus: names made in the sandbox list, read and delete exactly on the mount" {
@@ -104,4 +105,5 @@ no_pwned() {
 	find "$MNT/d" -mindepth 1 -delete
 	assert_eq "$(sb ls -A "$WS/d")" "" "sandbox after delete on the mount"
 	no_pwned
+	tally "hostile names made in the sandbox, read and deleted exactly on the mount" "${#NAMES[@]}"
 }

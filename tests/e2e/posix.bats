@@ -30,7 +30,8 @@ expect_po() {
 	local want=$1 got
 	shift
 	got=$(po "$@") || fail "posixop $* exited $?" || return 1
-	assert_eq "$got" "$want" "posixop $*"
+	assert_eq "$got" "$want" "posixop $*" || return 1
+	tally "POSIX syscall results checked (errno exact)" "$(wc -l <<<"$want")"
 }
 
 # po_start ARGS...: run posixop in the background; every `wait` in ARGS

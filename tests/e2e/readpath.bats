@@ -122,6 +122,7 @@ sandbox_sha() {
 	wait $writer || true
 	echo "good $good, failed (EIO) $failed, torn $torn, letters seen: $(printf %s "$versions" | fold -w1 | sort -u | tr -d '\n')" >&2
 	assert_eq "$torn" 0 "reads that spliced two versions"
+	tally "reads of a file being replaced in the sandbox, none spliced" "$((good + failed))"
 	((good > 0)) || fail "no read succeeded"
 	# The writer really changed the file under the reads.
 	(($(printf %s "$versions" | fold -w1 | sort -u | wc -l) > 1)) || fail "only one version was ever read"

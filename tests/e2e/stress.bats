@@ -22,10 +22,6 @@ teardown() {
 	sbfs_teardown
 }
 
-figure() {
-	echo "# $SBFS_TEST_BACKEND: $*" >&3
-}
-
 # ------------------------------------------------------------------- fio
 
 FIO_JOBS=(psync mmap) # I/O through write(2), and through a shared mapping

@@ -163,6 +163,7 @@ f30"
 	for i in 1 2 3; do
 		assert_eq "$(cat "$saved/k$i")" "data $i"
 	done
+	tally "files pending when the daemon was killed -9, all saved and named" 3
 	[[ -z $(ls -A "$XDG_STATE_HOME/sbfs/journal") ]] || fail "journal pointer left behind"
 	# a second look finds nothing more
 	run sbfs status "$T/nowhere"
