@@ -158,30 +158,32 @@ static int load_listing(struct fs *fs, uint64_t ino);
  * a lookup. */
 #define LOOKUP_SCAN_MAX_ENTRIES 10000
 
-/* True when a lookup of a name never seen in directory p should list p
- * instead of asking for that one name: a name there was already found
- * missing within the attribute timeout (a create loop asks for one new
- * name after another) and the directory is not known to be huge. Table
- * lock held. */
+/* True when a lookup in directory p should list p instead of asking the
+ * sandbox for that one name: another lookup there needed the sandbox
+ * within the attribute timeout (a create loop asking for one new name
+ * after another, rm -rf or git walking names whose attributes expired),
+ * so one listing answers this name and the next ones, and the directory
+ * is not known to be huge. Table lock held. */
 static bool lookups_scan(struct fs *fs, const struct node *p,
 			 const struct timespec *now)
 {
 	(void)fs;
-	bool recent = p->lookup_misses > 0 &&
-		      (now->tv_sec < p->miss_expires.tv_sec ||
-		       (now->tv_sec == p->miss_expires.tv_sec &&
-			now->tv_nsec < p->miss_expires.tv_nsec));
+	bool recent = p->remote_lookups > 0 &&
+		      (now->tv_sec < p->remote_lookups_expire.tv_sec ||
+		       (now->tv_sec == p->remote_lookups_expire.tv_sec &&
+			now->tv_nsec < p->remote_lookups_expire.tv_nsec));
 	return recent && p->list_entries <= LOOKUP_SCAN_MAX_ENTRIES;
 }
 
-/* Remembers that a name was missing in directory ino. Table lock held. */
-static void note_missing(struct fs *fs, uint64_t ino)
+/* Remembers that a lookup in directory ino asked the sandbox. Table lock
+ * held. */
+static void note_remote_lookup(struct fs *fs, uint64_t ino)
 {
 	struct node *p = node_by_ino(&fs->t, ino);
 	if (!p)
 		return;
-	p->lookup_misses++;
-	p->miss_expires = fs_expiry(fs->cfg.attr_timeout);
+	p->remote_lookups++;
+	p->remote_lookups_expire = fs_expiry(fs->cfg.attr_timeout);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -203,12 +205,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		err = -ENOENT;
 	} else if (n && fs_attr_fresh(fs, n, &now)) {
 		/* cached */
-	} else if (node_list_fresh(&fs->t, p, &now)) {
-		if (!n || n->seen_mark != p->seen_mark)
-			err = -ENOENT; /* the fresh listing does not name it */
-		else
-			n = refresh_attr(fs, p, name, n, &err);
-	} else if (!n && lookups_scan(fs, p, &now)) {
+	} else if (node_list_fresh(&fs->t, p, &now) &&
+		   (!n || n->seen_mark != p->seen_mark)) {
+		err = -ENOENT; /* the fresh listing does not name it */
+	} else if (lookups_scan(fs, p, &now)) {
 		/* One listing answers the next names asked too. */
 		err = load_listing(fs, parent);
 		p = node_by_ino(&fs->t, parent);
@@ -217,8 +217,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			err = -ENOENT;
 	} else {
 		n = refresh_attr(fs, p, name, n, &err);
-		if (err == -ENOENT)
-			note_missing(fs, parent);
+		note_remote_lookup(fs, parent);
 	}
 	if (err == 0 && n) {
 		n->nlookup++;

@@ -49,8 +49,8 @@ struct node {
 
 	uint64_t seen_mark;        /* last listing that named this node */
 	size_t list_entries;       /* size of the last listing */
-	unsigned lookup_misses;    /* names found missing in this directory... */
-	struct timespec miss_expires; /* ...counted until then */
+	unsigned remote_lookups;   /* lookups here that asked the sandbox... */
+	struct timespec remote_lookups_expire; /* ...counted until then */
 
 	struct file_state *file;   /* spool shared by open handles */
 	unsigned open_dirs;
