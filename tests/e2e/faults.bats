@@ -143,3 +143,59 @@ state_is_dead() {
 	unmount_sbfs
 	assert_sandbox_gone
 }
+
+# A soak: a fifth of every file call fails with a transient error while a
+# tree is copied in and read back. Errors may reach the user (a call that
+# fails four times running); wrong or lost bytes may not: whatever close()
+# accepted is in the sandbox byte-exact, what it refused lands at the next
+# successful sync, and every read that succeeds returns the right bytes.
+@test "random transient faults on every file call: nothing accepted is lost, no read is wrong" {
+	local kinds=(write list stat read mkdir remove rename chmod utimens readlink statfs)
+	local spec="seed:11" k
+	for k in "${kinds[@]}"; do spec+="+transient:$k:p0.2"; done
+	mount_sbfs -o "inject_faults=$spec"
+	mkdir "$T/tree"
+	local d i f n=0
+	for d in a b c d e f; do
+		mkdir "$T/tree/$d"
+		for i in $(seq 12); do
+			head -c $(((RANDOM % 64) * 1024 + RANDOM % 1000)) /dev/urandom >"$T/tree/$d/f$i"
+		done
+	done
+	local refused=0
+	for d in a b c d e f; do
+		for i in 1 2 3 4 5; do mkdir -p "$MNT/$d" 2>/dev/null && break; done
+		for f in "$T/tree/$d"/*; do
+			n=$((n + 1))
+			cp "$f" "$MNT/$d/" 2>/dev/null || refused=$((refused + 1))
+		done
+	done
+	# barrier: each sync retries what is pending; a sync can fail too
+	for i in $(seq 10); do sbfs sync "$MNT" >/dev/null 2>&1 && break; done
+	assert_eq "$(status_json | jq '.pending_uploads | length')" 0 "uploads still pending after 10 syncs"
+	# every file the mount shows is exact in the sandbox; sbexec is not
+	# faulted, so the check itself is reliable
+	(cd "$T/tree" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$T/want"
+	sb sh -c 'cd /workspace && find . -type f -print0 | sort -z | xargs -0 sha256sum' >"$T/got"
+	local missing
+	missing=$(comm -23 "$T/want" "$T/got" | wc -l)
+	[[ -z $(comm -13 "$T/want" "$T/got") ]] || fail "sandbox files that differ from what was written: $(comm -13 "$T/want" "$T/got")"
+	# a file may be missing only if its mkdir or its create failed outright
+	((missing <= refused)) || fail "$missing files missing in the sandbox, but only $refused copies failed"
+	# read everything back through the mount, caches dropped
+	sbfs refresh "$MNT" >/dev/null
+	local bad=0 read_ok=0 rel
+	while IFS= read -r rel; do
+		for i in 1 2 3 4 5; do
+			if cat "$MNT/$rel" >"$T/back" 2>/dev/null; then
+				cmp -s "$T/back" "$T/tree/$rel" || bad=$((bad + 1))
+				read_ok=$((read_ok + 1))
+				break
+			fi
+		done
+	done < <(cd "$T/tree" && find . -type f | sed 's|^\./||' | sort)
+	assert_eq "$bad" 0 "reads through the mount that returned wrong bytes"
+	((read_ok >= n - missing - 2)) || fail "only $read_ok of $((n - missing)) files could be read back in 5 tries"
+	(($(status_json | jq .faults_injected) > 20)) || fail "too few faults were injected to mean anything"
+	figure "fault soak: $n files, $(status_json | jq .faults_injected) transient faults injected, $(status_json | jq .retries) retries, $refused copies refused, $missing missing (never accepted), $read_ok read back exact, 0 wrong"
+}
