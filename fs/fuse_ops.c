@@ -183,7 +183,10 @@ static void note_remote_lookup(struct fs *fs, uint64_t ino)
 	if (!p)
 		return;
 	p->remote_lookups++;
-	p->remote_lookups_expire = fs_expiry(fs->cfg.attr_timeout);
+	/* Twice the attribute timeout: a listing made for a scan expires
+	 * after one, and the scan going on should list again at once rather
+	 * than pay a stat first. */
+	p->remote_lookups_expire = fs_expiry(2 * fs->cfg.attr_timeout);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -210,6 +213,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		err = -ENOENT; /* the fresh listing does not name it */
 	} else if (lookups_scan(fs, p, &now)) {
 		/* One listing answers the next names asked too. */
+		note_remote_lookup(fs, parent);
 		err = load_listing(fs, parent);
 		p = node_by_ino(&fs->t, parent);
 		n = p && err == 0 ? node_child(&fs->t, p, name) : NULL;
