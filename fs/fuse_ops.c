@@ -630,6 +630,11 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 	for (struct node *c = is_dir && n ? n->children : NULL; c; c = c->next_sibling)
 		if (c->file && c->file->dirty && !c->file->unlinked)
 			pending_below = true;
+	/* Write-back queues the remove (wb_removes.h): a file always, a
+	 * directory only when a fresh listing says it is empty now. */
+	struct timespec now = fs_now();
+	bool queue = fs->wb && n &&
+		     (!is_dir || (!n->children && node_list_fresh(&fs->t, n, &now)));
 	pthread_mutex_unlock(&fs->t.lock);
 	if (pending_below) {
 		free(path);
@@ -645,8 +650,10 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 		pthread_mutex_lock(&f->lock);
 	if (f && !f->remote_exists)
 		err = 0; /* created here and never uploaded: nothing to remove */
-	else
+	else if (!queue || wb_queue_remove(fs, path, is_dir) < 0)
 		err = sb_remove(fs->b, path, is_dir);
+	else
+		err = 0;
 	if (f && (err == 0 || err == -ENOENT)) {
 		f->unlinked = true;
 		wb_forget(fs, f); /* a queued upload is cancelled */
