@@ -1083,6 +1083,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	(void)datasync;
+	wb_drain_removes(req_fs(req)); /* a barrier for queued removes too */
 	upload_reply(req, ino, fi, false);
 }
 
@@ -1319,7 +1320,9 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	/* Directory operations are synchronous already. */
+	/* Directory operations are synchronous, but for write-back's queued
+	 * removes: they land now (a failure is reported at the next sync). */
+	wb_drain_removes(req_fs(req));
 	fuse_reply_err(req, 0);
 }
 

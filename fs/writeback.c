@@ -373,6 +373,12 @@ void wb_drain(struct fs *fs)
 	wbr_drain(w->rm); /* what was queued meanwhile */
 }
 
+void wb_drain_removes(struct fs *fs)
+{
+	if (fs->wb)
+		wbr_drain(fs->wb->rm);
+}
+
 int wb_queue_remove(struct fs *fs, const char *guest_path, bool is_dir)
 {
 	return fs->wb ? wbr_queue(fs->wb->rm, guest_path, is_dir) : -EAGAIN;
