@@ -40,6 +40,7 @@ struct wb_removes {
 	size_t nfail;               /* kept, oldest first */
 	size_t unreported;
 	uint64_t removed, failed;
+	uint64_t pushed, taken;     /* entries ever queued / taken to land */
 };
 
 /* ---- failures ---- */
@@ -121,15 +122,27 @@ static void land(struct wb_removes *r, struct rmq_entry *e, size_t k)
 	pthread_mutex_unlock(&r->lock);
 }
 
+/* Lands what was queued when it was called, no more: removes queued
+ * meanwhile (an rm -rf going on) wait for the next batch rather than
+ * making this one a stream of small calls. */
 void wbr_drain(struct wb_removes *r)
 {
 	if (!r || atomic_load(&r->outstanding) == 0)
 		return;
+	pthread_mutex_lock(&r->lock);
+	uint64_t target = r->pushed;
+	pthread_mutex_unlock(&r->lock);
 	pthread_mutex_lock(&r->drain_lock);
 	for (;;) {
 		struct rmq_entry *e = NULL;
+		size_t k = 0;
 		pthread_mutex_lock(&r->lock);
-		size_t k = rmq_take(&r->q, WBR_BATCH, WBR_BATCH_BYTES, &e);
+		if (r->taken < target) {
+			uint64_t want = target - r->taken;
+			k = rmq_take(&r->q, want < WBR_BATCH ? (size_t)want : WBR_BATCH,
+				     WBR_BATCH_BYTES, &e);
+			r->taken += k;
+		}
 		pthread_mutex_unlock(&r->lock);
 		if (k == 0)
 			break;
@@ -185,6 +198,7 @@ int wbr_queue(struct wb_removes *r, const char *path, bool is_dir)
 	pthread_mutex_lock(&r->lock);
 	int rc = r->stop ? -EAGAIN : rmq_push(&r->q, path, is_dir);
 	if (rc == 0) {
+		r->pushed++;
 		atomic_fetch_add(&r->outstanding, 1);
 		clock_gettime(CLOCK_MONOTONIC, &r->last_push);
 		pthread_cond_signal(&r->work);

@@ -233,6 +233,7 @@ f30"
 	run sbfs sync "$MNT"
 	assert_status 0
 	removes=$(($(calls remove) - r0))
+	echo "remove calls for $entries entries: $removes" >&3
 	((removes * 10 < entries)) || fail "$removes remove calls for $entries entries"
 	assert_eq "$(wb removes_failed)" 0
 	assert_eq "$(wb removes_queued)" 0
