@@ -201,7 +201,11 @@ int wbr_queue(struct wb_removes *r, const char *path, bool is_dir)
 		r->pushed++;
 		atomic_fetch_add(&r->outstanding, 1);
 		clock_gettime(CLOCK_MONOTONIC, &r->last_push);
-		pthread_cond_signal(&r->work);
+		/* The drainer wakes when there is a first entry to time, or
+		 * enough for a batch now; otherwise its timer finds the rest. */
+		size_t p = rmq_pending(&r->q);
+		if (p == 1 || p >= WBR_DRAIN_AT)
+			pthread_cond_signal(&r->work);
 	}
 	pthread_mutex_unlock(&r->lock);
 	return rc;
