@@ -48,14 +48,22 @@ struct wb_removes {
 /* The parent's cached listing and attributes go (table only: this may run
  * inside a request the kernel holds the directory's lock for), so the next
  * lookup or readdir asks the sandbox and the kept file shows again. */
-static void forget_parent(struct fs *fs, const char *guest_path)
+/* The mount-relative path ("/d/f") of a guest path, malloc'd; NULL when
+ * it is not below the workdir. */
+static char *mount_relative(const struct fs *fs, const char *guest_path)
 {
 	size_t wl = strlen(fs->workdir);
 	while (wl > 1 && fs->workdir[wl - 1] == '/')
 		wl--;
-	if (strncmp(guest_path, fs->workdir, wl) != 0)
-		return;
-	char *rel = strdup(guest_path + (wl > 1 ? wl : 0));
+	if (strncmp(guest_path, fs->workdir, wl) != 0 ||
+	    (wl > 1 && guest_path[wl] != '/' && guest_path[wl] != '\0'))
+		return NULL;
+	return strdup(guest_path[wl > 1 ? wl : 0] ? guest_path + (wl > 1 ? wl : 0) : "/");
+}
+
+static void forget_parent(struct fs *fs, const char *guest_path)
+{
+	char *rel = mount_relative(fs, guest_path);
 	if (!rel)
 		return;
 	char *slash = strrchr(rel, '/');
@@ -89,7 +97,10 @@ static void record_failure(struct wb_removes *r, const char *path, bool is_dir,
 		memmove(r->fail, r->fail + 1, (WBR_FAILURES_KEPT - 1) * sizeof *r->fail);
 		r->nfail--;
 	}
-	r->fail[r->nfail++] = (struct failure){.path = strdup(path), .err = err};
+	char *rel = mount_relative(r->fs, path);
+	r->fail[r->nfail++] = (struct failure){
+		.path = rel ? rel : strdup(path), .err = err,
+	};
 	r->unreported++;
 	r->failed++;
 	pthread_mutex_unlock(&r->lock);
