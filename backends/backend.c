@@ -376,12 +376,22 @@ static int count(struct sb_backend *b, enum sb_call kind, int rc, bool shell)
 
 #define USE_NATIVE(b, slot) ((b)->ops->slot && !(b)->shell_only)
 
+/* Write-back's queued removes land before a call that could conflict with
+ * or observe them (struct sb_call_hooks). */
+static void before_call(struct sb_backend *b, enum sb_call kind)
+{
+	const struct sb_call_hooks *h = b->hooks;
+	if (h && h->before && kind != SB_CALL_LIST && kind != SB_CALL_STAT)
+		h->before(h->arg, kind);
+}
+
 /* One dispatcher per op: native slot when present, else shell_ops; each
  * attempt counted, transient failures retried where safe. */
 #define DISPATCH_PATH(kind_, path_, slot, ...)                                 \
 	do {                                                                 \
 		struct call c_ = {.kind = (kind_)};                         \
 		int rc_;                                                     \
+		before_call(b, c_.kind);                                     \
 		do {                                                         \
 			rc_ = attempt_begin(b, &c_);                         \
 			if (rc_ == 0) {                                      \
@@ -402,6 +412,7 @@ int sb_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	    struct sb_exec_result *res)
 {
 	memset(res, 0, sizeof(*res));
+	before_call(b, SB_CALL_EXEC);
 	struct call c = {.kind = SB_CALL_EXEC};
 	int rc = attempt_begin(b, &c);
 	if (rc == 0)
@@ -415,6 +426,7 @@ int sb_exec(struct sb_backend *b, const struct sb_exec_req *req,
 int sb_read_stream(struct sb_backend *b, const char *path, off_t off,
 		   size_t len, const struct sb_read_sink *sink, size_t *got)
 {
+	before_call(b, SB_CALL_READ);
 	struct call c = {.kind = SB_CALL_READ};
 	int rc;
 	do {
@@ -461,6 +473,7 @@ int sb_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
 		  mode_t mode)
 {
+	before_call(b, SB_CALL_WRITE);
 	struct call c = {.kind = SB_CALL_WRITE};
 	int rc;
 	do {
@@ -479,15 +492,34 @@ int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
 	return attempt_end(b, &c, rc, NULL);
 }
 
-int sb_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out)
+static int list_dir_call(struct sb_backend *b, const char *path,
+			 struct sb_dirlist *out)
 {
 	DISPATCH(SB_CALL_LIST, list_dir, path, out);
+}
+
+int sb_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out)
+{
+	int rc = list_dir_call(b, path, out);
+	const struct sb_call_hooks *h = b->hooks;
+	if (rc == 0 && h && h->filter)
+		h->filter(h->arg, path, out);
+	return rc;
+}
+
+static int stat_call(struct sb_backend *b, const char *path, struct stat *st,
+		     char **link_target)
+{
+	DISPATCH(SB_CALL_STAT, stat, path, st, link_target);
 }
 
 int sb_stat(struct sb_backend *b, const char *path, struct stat *st,
 	    char **link_target)
 {
-	DISPATCH(SB_CALL_STAT, stat, path, st, link_target);
+	const struct sb_call_hooks *h = b->hooks;
+	if (h && h->gone && h->gone(h->arg, path))
+		return -ENOENT;
+	return stat_call(b, path, st, link_target);
 }
 
 int sb_mkdir(struct sb_backend *b, const char *path, mode_t mode)
@@ -570,6 +602,7 @@ int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 		return 0;
 	bool native_one = USE_NATIVE(b, write_file);
 	bool native_many = USE_NATIVE(b, write_files);
+	before_call(b, SB_CALL_WRITE);
 	struct call c = {.kind = SB_CALL_WRITE};
 	int rc;
 	do {
@@ -602,6 +635,42 @@ int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 			rc = v[i].rc;
 	}
 	return rc;
+}
+
+/* ---- batch remove (write-back mode) ----
+ * One counted remove call for the whole batch, with the attempts, deadline
+ * and faults of any other call. A repeat after a transient error may find
+ * its own earlier attempt's work done: ENOENT on a repeat is success. */
+
+int sb_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n)
+{
+	if (n == 0)
+		return 0;
+	bool native = USE_NATIVE(b, remove_many);
+	struct call c = {.kind = SB_CALL_REMOVE};
+	int rc;
+	do {
+		for (size_t i = 0; i < n; i++)
+			v[i].rc = -EIO;
+		rc = attempt_begin(b, &c);
+		if (rc < 0) {
+			count(b, SB_CALL_REMOVE, rc, false);
+			continue;
+		}
+		rc = native ? b->ops->remove_many(b, v, n)
+			    : shell_remove_many(b, v, n);
+		count(b, SB_CALL_REMOVE, rc, !native);
+	} while (attempt_retry(b, &c, rc));
+	bool repeated = c.had_transient && c.attempt > 1;
+	rc = attempt_end(b, &c, rc, NULL);
+	int first = rc;
+	for (size_t i = 0; i < n; i++) {
+		if (repeated && v[i].rc == -ENOENT)
+			v[i].rc = 0;
+		if (v[i].rc < 0 && !first)
+			first = v[i].rc;
+	}
+	return first;
 }
 
 /* ---- directory lists ---- */

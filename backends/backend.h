@@ -102,6 +102,14 @@ struct sb_upload {
 	int rc;
 };
 
+/* One entry of a batch remove: rmdir when is_dir, else unlink (a symlink
+ * itself, never its target). rc: 0 or a negative errno for that entry. */
+struct sb_remove {
+	const char *path;
+	bool is_dir;
+	int rc;
+};
+
 /* Each backend is one file defining one of these. Required slots: name,
  * create, exec, destroy. Every file-op slot may be NULL: the dispatcher
  * then uses the shell implementation in shell_ops.c over exec. There is
@@ -155,6 +163,13 @@ struct sb_backend_ops {
 	 * returns 0 if all succeeded, else the first error. May be NULL: the
 	 * dispatcher then loops over write_file. */
 	int (*write_files)(struct sb_backend *b, struct sb_upload *v, size_t n);
+
+	/* Batch remove (write-back mode): every v[i], in order, as remove
+	 * would; sets each v[i].rc and goes on after a failure. Returns 0, or
+	 * an error of the call as a whole (then the rc of what was not tried
+	 * stays as the dispatcher set it). May be NULL: the shell fallback
+	 * does it in one guest command. */
+	int (*remove_many)(struct sb_backend *b, struct sb_remove *v, size_t n);
 };
 
 /* Backend calls by kind, for `sbfs status`, tests and benchmarks. */
@@ -205,6 +220,24 @@ struct sb_backend {
 	char dead_reason[SB_REASON_MAX];
 	char error[SB_REASON_MAX];  /* last create/exec failure, one line */
 	struct sb_counters counters;
+	/* Set by the fs core in write-back mode (queued removes), NULL
+	 * otherwise; see struct sb_call_hooks. */
+	const struct sb_call_hooks *hooks;
+};
+
+/* What the dispatcher asks the fs core around each call, so removes the
+ * fs queued without a call stay invisible and ordered:
+ *   before: ahead of every call except list_dir, stat, create, destroy and
+ *           the batch remove itself: lands whatever the call could
+ *           conflict with or observe;
+ *   gone:   stat of a path removed but not yet landed: true answers
+ *           -ENOENT without a call;
+ *   filter: after a successful list_dir: drops such entries. */
+struct sb_call_hooks {
+	void (*before)(void *arg, enum sb_call kind);
+	bool (*gone)(void *arg, const char *path);
+	void (*filter)(void *arg, const char *dir, struct sb_dirlist *l);
+	void *arg;
 };
 
 /* ---- registry, lifecycle (backend.c) ---- */
@@ -281,6 +314,10 @@ int sb_utimens(struct sb_backend *b, const char *path,
 int sb_symlink(struct sb_backend *b, const char *target, const char *linkpath);
 int sb_readlink(struct sb_backend *b, const char *path, char **target);
 int sb_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
+/* Removes many paths, in order, as one counted remove call (backend.c,
+ * "batch remove"): the native remove_many slot or the shell fallback.
+ * Each v[i].rc is set; returns 0 or the first error. */
+int sb_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n);
 
 /* ---- deadlines and transient errors (backend.c) ----
  * Every dispatched call except sbexec's exec (which keeps the user's -t)

@@ -657,4 +657,5 @@ const struct sb_backend_ops sb_local_ops = {
 	.readlink = local_readlink,
 	.statfs = local_statfs,
 	.sweep = local_sweep,
+	.remove_many = local_remove_many,
 };

@@ -84,6 +84,10 @@ static int route_err(void *arg, const char *d, size_t n)
 /* Runs `sh -c PRELUDE+script sh args...` in the guest through the raw exec
  * slot (not sb_exec: these are not user commands), stdout going to on_out,
  * and maps the outcome to 0 or a negative errno. */
+static int run_script_argv(struct sb_backend *b, const char *what,
+			   const char *const *argv, int stdin_fd,
+			   sb_output_fn on_out, void *out_arg);
+
 static int run_script(struct sb_backend *b, const char *what,
 		      const char *script, const char *const *args,
 		      int stdin_fd, sb_output_fn on_out, void *out_arg)
@@ -97,6 +101,14 @@ static int run_script(struct sb_backend *b, const char *what,
 	for (size_t i = 0; args[i] && n < 15; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
+	return run_script_argv(b, what, argv, stdin_fd, on_out, out_arg);
+}
+
+/* run_script with the whole argv given (sh -c script sh args...). */
+static int run_script_argv(struct sb_backend *b, const char *what,
+			   const char *const *argv, int stdin_fd,
+			   sb_output_fn on_out, void *out_arg)
+{
 	static const char *const env[] = {"LC_ALL=C", NULL};
 	struct route r = {
 		.out_fn = on_out, .out_arg = out_arg,
@@ -764,4 +776,133 @@ int shell_statfs(struct sb_backend *b, const char *path, struct statvfs *st)
 		rc = shell_parse_statfs(c.data, c.len, st);
 	output_capture_free(&c);
 	return rc;
+}
+
+/* ---- batch remove ----
+ * One guest command for many removes: the positional parameters are pairs
+ * (kind, path), kind "d" for rmdir and "f" for unlink, done in order. The
+ * script goes on after a failure, printing "FAIL <index> <exit code>" per
+ * failed entry (codes as in the table at the top), then "DONE <count>". */
+
+#define REMOVE_CHUNK_BYTES (96 * 1024)   /* well under any ARG_MAX */
+#define REMOVE_CHUNK_ENTRIES 2048
+#define REMOVE_OUT_MAX (64 * 1024)
+
+int shell_parse_remove_report(const char *out, size_t len,
+			      struct sb_remove *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i].rc = 0;
+	bool done = false;
+	const char *p = out, *end = out + len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			break; /* a line cut short: not a complete report */
+		char line[64];
+		size_t l = (size_t)(nl - p);
+		if (l >= sizeof line || done)
+			return -EPROTO;
+		memcpy(line, p, l);
+		line[l] = '\0';
+		p = nl + 1;
+		unsigned long idx, code, count;
+		char tail;
+		if (sscanf(line, "FAIL %lu %lu%c", &idx, &code, &tail) == 2) {
+			if (idx >= n || code == 0)
+				return -EPROTO;
+			int e = status_to_errno((int)code);
+			v[idx].rc = e ? e : -EPROTO;
+		} else if (sscanf(line, "DONE %lu%c", &count, &tail) == 1) {
+			if (count != n)
+				return -EPROTO;
+			done = true;
+		} else {
+			return -EPROTO;
+		}
+	}
+	return done && p == end ? 0 : -EPROTO;
+}
+
+static int remove_chunk(struct sb_backend *b, struct sb_remove *v, size_t n)
+{
+	static const char script[] = PRELUDE
+		"need rm rmdir\n"
+		"full(){ for f in \"$1\"/* \"$1\"/.[!.]* \"$1\"/..?*; do ex \"$f\" && return 0; done; return 1; }\n"
+		"i=0\n"
+		"while [ $# -ge 2 ]; do\n"
+		"  k=$1; p=$2; shift 2; e=0\n"
+		"  if [ -d \"$p\" ] && [ ! -L \"$p\" ]; then\n"
+		"    if [ \"$k\" = d ]; then\n"
+		"      rmdir -- \"$p\" 2>/dev/null || { if full \"$p\"; then e=105; else e=106; fi; }\n"
+		"    else e=102; fi\n"
+		"  elif ex \"$p\"; then\n"
+		"    if [ \"$k\" = d ]; then e=103; else rm -f -- \"$p\" 2>/dev/null || e=106; fi\n"
+		"  else\n"
+		"    q=$(dirname -- \"$p\"); if [ -e \"$q\" ] && [ ! -d \"$q\" ]; then e=103; else e=100; fi\n"
+		"  fi\n"
+		"  [ $e = 0 ] || printf 'FAIL %d %d\\n' $i $e\n"
+		"  i=$((i+1))\n"
+		"done\n"
+		"printf 'DONE %d\\n' $i\n";
+	const char **argv = calloc(4 + 2 * n + 1, sizeof *argv);
+	if (!argv)
+		return -ENOMEM;
+	size_t a = 0;
+	argv[a++] = "sh";
+	argv[a++] = "-c";
+	argv[a++] = script;
+	argv[a++] = "sh";
+	for (size_t i = 0; i < n; i++) {
+		argv[a++] = v[i].is_dir ? "d" : "f";
+		argv[a++] = v[i].path;
+	}
+	argv[a] = NULL;
+	struct output_capture c = {.limit = REMOVE_OUT_MAX};
+	int rc = run_script_argv(b, "remove", argv, -1, output_capture_cb, &c);
+	free(argv);
+	if (rc == 0) {
+		rc = shell_parse_remove_report(c.data ? c.data : "", c.len, v, n);
+		if (rc < 0)
+			sb_warn("%s: shell batch remove gave an unreadable report",
+				b->ops->name);
+	}
+	output_capture_free(&c);
+	return rc;
+}
+
+int shell_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		size_t k = 0, bytes = 0;
+		while (i + k < n && k < REMOVE_CHUNK_ENTRIES) {
+			size_t l = strlen(v[i + k].path) + 3;
+			if (k > 0 && bytes + l > REMOVE_CHUNK_BYTES)
+				break;
+			bytes += l;
+			k++;
+		}
+		/* A path the script could read as an option never goes. */
+		size_t bad = 0;
+		for (size_t j = i; j < i + k; j++)
+			if (!path_ok(v[j].path))
+				bad++;
+		int rc;
+		if (bad) {
+			for (size_t j = i; j < i + k; j++)
+				v[j].rc = path_ok(v[j].path) ? -EIO : -EINVAL;
+			rc = 0;
+			/* the good ones go on their own, in order */
+			for (size_t j = i; j < i + k && rc == 0; j++)
+				if (path_ok(v[j].path))
+					rc = remove_chunk(b, &v[j], 1);
+		} else {
+			rc = remove_chunk(b, v + i, k);
+		}
+		if (rc < 0)
+			return rc;
+		i += k;
+	}
+	return 0;
 }

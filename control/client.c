@@ -345,6 +345,19 @@ static void print_status(FILE *out, json_t *o)
 			(long long)json_integer_value(json_object_get(wb, "in_flight")),
 			(long long)json_integer_value(json_object_get(wb, "failed")),
 			(long long)json_integer_value(json_object_get(wb, "uploaded")));
+	json_t *rmq = json_is_object(wb) ? json_object_get(wb, "removes_queued") : NULL;
+	if (rmq) {
+		fprintf(out, "%-16s %lld queued, %lld done, %lld failed\n", "removes",
+			(long long)json_integer_value(rmq),
+			(long long)json_integer_value(json_object_get(wb, "removes_done")),
+			(long long)json_integer_value(json_object_get(wb, "removes_failed")));
+		size_t i;
+		json_t *e;
+		json_array_foreach(json_object_get(wb, "failed_removes"), i, e)
+			fprintf(out, "  failed remove: %s: %s (kept in the sandbox)\n",
+				json_string_value(json_object_get(e, "path")),
+				json_string_value(json_object_get(e, "error")));
+	}
 
 	json_t *calls = json_object_get(o, "calls"), *errors = json_object_get(o, "errors");
 	bool any = false;

@@ -187,7 +187,13 @@ static void *hup_thread(void *arg)
 
 static int hook_flush_all(void *arg, char *msg, size_t msglen)
 {
-	return fs_flush_all(arg, msg, msglen);
+	int r = fs_flush_all(arg, msg, msglen);
+	if (r == 0)
+		msg[0] = '\0';
+	/* Write-back's queued removes the sandbox refused (their files are
+	 * kept there): `sbfs sync` and sbexec name them once. */
+	int rr = wb_report_removes(arg, msg, msglen);
+	return r ? r : rr;
 }
 
 static void hook_invalidate(void *arg, const char *relpath)

@@ -641,6 +641,11 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 	for (struct node *c = is_dir && n ? n->children : NULL; c; c = c->next_sibling)
 		if (c->file && c->file->dirty && !c->file->unlinked)
 			pending_below = true;
+	/* Write-back queues the remove (wb_removes.h): a file always, a
+	 * directory only when a fresh listing says it is empty now. */
+	struct timespec now = fs_now();
+	bool queue = fs->wb && n &&
+		     (!is_dir || (!n->children && node_list_fresh(&fs->t, n, &now)));
 	pthread_mutex_unlock(&fs->t.lock);
 	if (pending_below) {
 		free(path);
@@ -656,8 +661,10 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 		pthread_mutex_lock(&f->lock);
 	if (f && !f->remote_exists)
 		err = 0; /* created here and never uploaded: nothing to remove */
-	else
+	else if (!queue || wb_queue_remove(fs, path, is_dir) < 0)
 		err = sb_remove(fs->b, path, is_dir);
+	else
+		err = 0;
 	if (f && (err == 0 || err == -ENOENT)) {
 		f->unlinked = true;
 		wb_forget(fs, f); /* a queued upload is cancelled */
@@ -1087,6 +1094,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	(void)datasync;
+	wb_drain_removes(req_fs(req)); /* a barrier for queued removes too */
 	upload_reply(req, ino, fi, false);
 }
 
@@ -1323,7 +1331,9 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	/* Directory operations are synchronous already. */
+	/* Directory operations are synchronous, but for write-back's queued
+	 * removes: they land now (a failure is reported at the next sync). */
+	wb_drain_removes(req_fs(req));
 	fuse_reply_err(req, 0);
 }
 

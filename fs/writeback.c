@@ -9,6 +9,7 @@
 #include "../util/log.h"
 #include "fs_internal.h"
 #include "wb_journal.h"
+#include "wb_removes.h"
 
 #define WB_WORKERS 4
 /* One batch: at most this many files or bytes (a bigger file goes alone).
@@ -42,6 +43,7 @@ struct wb {
 	pthread_rwlock_t paths;
 	struct wb_journal *j;
 	uint64_t uploaded, failed;
+	struct wb_removes *rm; /* queued removes; NULL: removes are synchronous */
 };
 
 /* ---- queue (wb->lock) ---- */
@@ -360,6 +362,7 @@ void wb_drain(struct fs *fs)
 	struct wb *w = fs->wb;
 	if (!w)
 		return;
+	wbr_drain(w->rm);
 	pthread_mutex_lock(&w->lock);
 	w->draining++;
 	pthread_cond_broadcast(&w->work);
@@ -367,6 +370,23 @@ void wb_drain(struct fs *fs)
 		pthread_cond_wait(&w->idle, &w->lock);
 	w->draining--;
 	pthread_mutex_unlock(&w->lock);
+	wbr_drain(w->rm); /* what was queued meanwhile */
+}
+
+void wb_drain_removes(struct fs *fs)
+{
+	if (fs->wb)
+		wbr_drain(fs->wb->rm);
+}
+
+int wb_queue_remove(struct fs *fs, const char *guest_path, bool is_dir)
+{
+	return fs->wb ? wbr_queue(fs->wb->rm, guest_path, is_dir) : -EAGAIN;
+}
+
+int wb_report_removes(struct fs *fs, char *msg, size_t msglen)
+{
+	return fs->wb ? wbr_report(fs->wb->rm, msg, msglen) : 0;
 }
 
 void wb_forget(struct fs *fs, struct file_state *f)
@@ -424,12 +444,14 @@ void wb_status(struct fs *fs, json_t *obj)
 	pthread_mutex_lock(&fs->t.lock);
 	node_walk(fs->t.root, count_failed, &fc);
 	pthread_mutex_unlock(&fs->t.lock);
-	json_object_set_new(obj, "writeback", json_pack(
+	json_t *o = json_pack(
 		"{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"queued", (json_int_t)qn, "queued_bytes", (json_int_t)qb,
 		"in_flight", (json_int_t)inf, "in_flight_bytes", (json_int_t)ib,
 		"failed", (json_int_t)fc.n, "failed_bytes", (json_int_t)fc.bytes,
-		"uploaded", (json_int_t)up));
+		"uploaded", (json_int_t)up);
+	wbr_status(w->rm, o);
+	json_object_set_new(obj, "writeback", o);
 }
 
 /* ---- lifecycle ---- */
@@ -464,6 +486,9 @@ int wb_start(struct fs *fs, const char *name, char *err, size_t errlen)
 		wb_stop(fs, false);
 		return -1;
 	}
+	w->rm = wbr_start(fs);
+	if (!w->rm)
+		sb_warn("write-back: cannot start the remove queue: removes go to the sandbox one by one");
 	return 0;
 }
 
@@ -478,6 +503,9 @@ void wb_stop(struct fs *fs, bool keep)
 	pthread_mutex_unlock(&w->lock);
 	for (int i = 0; i < w->nth; i++)
 		pthread_join(w->th[i], NULL);
+	/* After the workers: their uploads drain it through the hooks. */
+	wbr_stop(w->rm);
+	w->rm = NULL;
 	wb_journal_close(w->j, keep);
 	fs->wb = NULL;
 	pthread_rwlock_destroy(&w->paths);

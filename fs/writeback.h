@@ -36,6 +36,15 @@ int wb_commit(struct fs *fs, struct node *n, struct file_state *f);
 /* Waits until nothing is queued or uploading. */
 void wb_drain(struct fs *fs);
 
+/* Queues the remove of a guest path (wb_removes.h). 0, or negative when
+ * it must go to the sandbox now (default mode, or it could not queue). */
+int wb_queue_remove(struct fs *fs, const char *guest_path, bool is_dir);
+/* Lands the queued removes now (fsync, fsyncdir). */
+void wb_drain_removes(struct fs *fs);
+/* Queued removes that failed since the last report: named in msg (after
+ * what it holds), 0 or the first one's error. */
+int wb_report_removes(struct fs *fs, char *msg, size_t msglen);
+
 /* f's journal entry goes: f was uploaded or removed. f->lock held. */
 void wb_forget(struct fs *fs, struct file_state *f);
 /* f (queued, f->lock held) now lives at relpath. */

@@ -205,3 +205,152 @@ f30"
 		assert_eq "$after" "$(sb stat -c %y m.txt)"
 	fi
 }
+
+# ---- queued removes (fs/wb_removes.c) ----
+
+@test "writeback: rm -rf of a tree costs far fewer remove calls than entries" {
+	wb_mount
+	entries=1 # the top directory
+	mkdir "$MNT/t"
+	for a in 1 2 3 4; do
+		for b in 1 2 3; do
+			mkdir -p "$MNT/t/a$a/b$b"
+			entries=$((entries + 1))
+			for i in $(seq 1 12); do echo "$a $b $i" >"$MNT/t/a$a/b$b/f$i"; done
+			entries=$((entries + 12))
+		done
+		ln -s b1/f1 "$MNT/t/a$a/link"
+		entries=$((entries + 2)) # a$a and the link
+	done
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(sb sh -c 'find t | wc -l')" "$entries" "entries in the sandbox"
+	r0=$(calls remove)
+	rm -rf "$MNT/t"
+	[[ ! -e $MNT/t ]] || fail "the tree still shows in the mount"
+	# sbexec is a barrier: the command sees the tree gone.
+	run sb test -e t
+	assert_status 1
+	run sbfs sync "$MNT"
+	assert_status 0
+	removes=$(($(calls remove) - r0))
+	echo "remove calls for $entries entries: $removes" >&3
+	((removes * 10 < entries)) || fail "$removes remove calls for $entries entries"
+	assert_eq "$(wb removes_failed)" 0
+	assert_eq "$(wb removes_queued)" 0
+	(($(wb removes_done) >= entries)) || fail "removes_done: $(wb removes_done)"
+}
+
+@test "writeback: a name removed and made again before the drain keeps the new file" {
+	wb_mount
+	echo old >"$MNT/f"
+	mkdir "$MNT/d"
+	echo old >"$MNT/d/g"
+	ln -s f "$MNT/l"
+	run sbfs sync "$MNT"
+	assert_status 0
+	ls "$MNT/d" >/dev/null
+	rm "$MNT/f" && echo new >"$MNT/f"
+	rm -r "$MNT/d" && mkdir "$MNT/d" && echo new >"$MNT/d/g"
+	rm "$MNT/l" && ln -s d/g "$MNT/l"
+	assert_eq "$(cat "$MNT/f")" new
+	assert_eq "$(ls "$MNT")" "d
+f
+l"
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(sb cat f)" new
+	assert_eq "$(sb cat d/g)" new
+	assert_eq "$(sb readlink l)" d/g
+	assert_eq "$(wb removes_failed)" 0
+}
+
+@test "writeback: a removed name stays gone for lookups and listings before the drain" {
+	# The first batch remove stalls (until the 5 s call deadline) and then
+	# fails: meanwhile f2 is still in the sandbox, its remove pending.
+	wb_mount inject_faults=stall:remove:1,call_timeout=5
+	mkdir "$MNT/d"
+	for i in 1 2 3; do echo "$i" >"$MNT/d/f$i"; done
+	run sbfs sync "$MNT"
+	assert_status 0
+	rm "$MNT/d/f2"
+	# the fs forgets what it cached: lookups and the listing ask the
+	# sandbox, which still has f2
+	sbfs refresh "$MNT"
+	[[ ! -e $MNT/d/f2 ]] || fail "f2 shows again while its remove is pending"
+	assert_eq "$(ls "$MNT/d")" "f1
+f3"
+	assert_eq "$(wb removes_queued)" 1
+	# the stalled remove failed: reported, and f2 is kept and shows again
+	run sbfs sync "$MNT"
+	[ "$status" -ne 0 ] || fail "sync succeeded: $output"
+	assert_output_has "remove of /d/f2 failed"
+	assert_eq "$(sb cat d/f2)" 2
+	assert_eq "$(cat "$MNT/d/f2")" 2
+}
+
+@test "writeback: rmdir of a directory the mount never listed gives the sandbox's errno" {
+	wb_mount
+	sb sh -c 'mkdir -p e && echo x > e/inner'
+	run rmdir "$MNT/e"
+	assert_status 1
+	assert_output_has "Directory not empty"
+	assert_eq "$(sb cat e/inner)" x
+	# and an empty one goes at once, for real
+	sb mkdir e2
+	rmdir "$MNT/e2"
+	run sb test -e e2
+	assert_status 1
+}
+
+@test "writeback: a queued rmdir the sandbox refuses is reported at sync, the file kept" {
+	[[ $SBFS_TEST_BACKEND == local ]] ||
+		skip "stages a write behind the mount's back in the local workspace on the host (a barrier would drain the queue on the other backends)"
+	wb_mount
+	mkdir "$MNT/d"
+	echo a >"$MNT/d/a"
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(ls "$MNT/d")" a "the mount's listing of d"
+	# a process in the sandbox writes into d; the mount does not know
+	echo extra >"$T/root/$SBFS_SANDBOX/d/extra"
+	rm "$MNT/d/a"
+	rmdir "$MNT/d" # queued: the listing said d held only a
+	run sbfs sync "$MNT"
+	[ "$status" -ne 0 ] || fail "sync succeeded: $output"
+	assert_output_has "remove of /d failed"
+	assert_output_has "Directory not empty"
+	assert_eq "$(wb removes_failed)" 1
+	status_json | jq -e '.writeback.failed_removes[] | select(.path == "/d")' >/dev/null ||
+		fail "status does not list the failed remove of /d"
+	run sbfs status "$MNT"
+	assert_output_has "failed remove: /d: Directory not empty"
+	# nothing is lost, and the mount shows it again
+	assert_eq "$(sb cat d/extra)" extra
+	assert_eq "$(ls "$MNT/d")" extra
+	run sb test -e d/a
+	assert_status 1
+	# reported once
+	run sbfs sync "$MNT"
+	assert_status 0
+}
+
+@test "writeback: a failed remove batch is reported at sync and sbexec sees the files kept" {
+	wb_mount inject_faults=error:remove:1
+	echo a >"$MNT/x"
+	mkdir "$MNT/y"
+	run sbfs sync "$MNT"
+	assert_status 0
+	ls "$MNT/y" >/dev/null
+	rm "$MNT/x"
+	rmdir "$MNT/y"
+	run sbfs sync "$MNT"
+	[ "$status" -ne 0 ] || fail "sync succeeded: $output"
+	assert_output_has "remove of /x failed"
+	assert_output_has "remove of /y failed"
+	assert_eq "$(wb removes_failed)" 2
+	assert_eq "$(sb cat x)" a
+	sb test -d y
+	assert_eq "$(cat "$MNT/x")" a "the kept file shows in the mount again"
+	[[ -d $MNT/y ]] || fail "the kept directory does not show again"
+}

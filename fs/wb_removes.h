@@ -1,0 +1,44 @@
+/* Write-back mode's queued removes: unlink (and rmdir of a directory the
+ * fs knows is empty) return at once; the removes land later, in order,
+ * many per backend call (sb_remove_many).
+ *
+ * Coherence, through the dispatcher's hooks (struct sb_call_hooks): the
+ * queue drains before every backend call except list_dir and stat; a stat
+ * of a queued path answers ENOENT without a call and listings leave queued
+ * names out, so nothing shows a removed name again. A background thread
+ * drains WBR_IDLE_MS after the last queued remove, or at once when
+ * WBR_DRAIN_AT are waiting. A remove that fails in the sandbox keeps the
+ * sandbox's file: it is logged, listed in `sbfs status`, reported by the
+ * next barrier, and its parent's cached listing is dropped so the file
+ * shows again. */
+#ifndef SBFS_WB_REMOVES_H
+#define SBFS_WB_REMOVES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define WBR_IDLE_MS 80
+#define WBR_DRAIN_AT 4096
+
+struct fs;
+struct wb_removes;
+
+/* Starts the queue and its thread and hooks it into fs->b; NULL on
+ * failure (the fs then removes synchronously). */
+struct wb_removes *wbr_start(struct fs *fs);
+/* Drains, unhooks and frees. */
+void wbr_stop(struct wb_removes *r);
+
+/* Queues the removal of guest path. 0, or negative when it could not be
+ * queued (the caller then removes synchronously). */
+int wbr_queue(struct wb_removes *r, const char *path, bool is_dir);
+/* Lands everything queued so far (and waits for a drain in progress). */
+void wbr_drain(struct wb_removes *r);
+/* Failures not yet reported: appended to msg ("; "-separated, as far as it
+ * has room), marked reported. Returns 0 or the first one's error. */
+int wbr_report(struct wb_removes *r, char *msg, size_t msglen);
+/* Adds its counters and failures to the status "writeback" object. */
+void wbr_status(struct wb_removes *r, json_t *wb);
+
+#endif

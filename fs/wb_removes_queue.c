@@ -1,0 +1,219 @@
+#include "wb_removes_queue.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A path of the set with how many entries name it (a name removed, made
+ * again and removed again before a drain is two entries). */
+struct rmq_slot {
+	struct rmq_slot *next;
+	size_t count;
+	size_t len;
+	char path[];
+};
+
+static uint64_t hash(const char *s, size_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	return h;
+}
+
+void rmq_init(struct rmq *q)
+{
+	memset(q, 0, sizeof *q);
+}
+
+void rmq_free(struct rmq *q)
+{
+	for (size_t i = q->head; i < q->n; i++)
+		free(q->v[i].path);
+	free(q->v);
+	for (size_t i = 0; i < q->nbuckets; i++) {
+		struct rmq_slot *s = q->buckets[i], *next;
+		for (; s; s = next) {
+			next = s->next;
+			free(s);
+		}
+	}
+	free(q->buckets);
+	memset(q, 0, sizeof *q);
+}
+
+static struct rmq_slot **find(const struct rmq *q, const char *path, size_t len)
+{
+	if (!q->nbuckets)
+		return NULL;
+	struct rmq_slot **s = &q->buckets[hash(path, len) % q->nbuckets];
+	for (; *s; s = &(*s)->next)
+		if ((*s)->len == len && memcmp((*s)->path, path, len) == 0)
+			return s;
+	return s;
+}
+
+static int grow_set(struct rmq *q)
+{
+	if (q->nset < q->nbuckets)
+		return 0;
+	size_t nb = q->nbuckets ? q->nbuckets * 2 : 64;
+	struct rmq_slot **b = calloc(nb, sizeof *b);
+	if (!b)
+		return q->nbuckets ? 0 : -ENOMEM; /* fuller chains still work */
+	for (size_t i = 0; i < q->nbuckets; i++) {
+		struct rmq_slot *s = q->buckets[i], *next;
+		for (; s; s = next) {
+			next = s->next;
+			size_t h = hash(s->path, s->len) % nb;
+			s->next = b[h];
+			b[h] = s;
+		}
+	}
+	free(q->buckets);
+	q->buckets = b;
+	q->nbuckets = nb;
+	return 0;
+}
+
+static int set_add(struct rmq *q, const char *path)
+{
+	size_t len = strlen(path);
+	if (grow_set(q) < 0)
+		return -ENOMEM;
+	struct rmq_slot **s = find(q, path, len);
+	if (*s) {
+		(*s)->count++;
+		return 0;
+	}
+	struct rmq_slot *n = malloc(sizeof *n + len + 1);
+	if (!n)
+		return -ENOMEM;
+	n->next = NULL;
+	n->count = 1;
+	n->len = len;
+	memcpy(n->path, path, len + 1);
+	*s = n;
+	q->nset++;
+	return 0;
+}
+
+static void set_drop(struct rmq *q, const char *path)
+{
+	struct rmq_slot **s = find(q, path, strlen(path));
+	if (!s || !*s || --(*s)->count > 0)
+		return;
+	struct rmq_slot *dead = *s;
+	*s = dead->next;
+	free(dead);
+	q->nset--;
+}
+
+int rmq_push(struct rmq *q, const char *path, bool is_dir)
+{
+	if (q->head > 0 && q->head == q->n)
+		q->head = q->n = 0;
+	if (q->n == q->cap) {
+		if (q->head > 0) {
+			memmove(q->v, q->v + q->head, (q->n - q->head) * sizeof *q->v);
+			q->n -= q->head;
+			q->head = 0;
+		}
+		if (q->n == q->cap) {
+			size_t cap = q->cap ? q->cap * 2 : 256;
+			struct rmq_entry *v = realloc(q->v, cap * sizeof *v);
+			if (!v)
+				return -ENOMEM;
+			q->v = v;
+			q->cap = cap;
+		}
+	}
+	char *copy = strdup(path);
+	if (!copy || set_add(q, path) < 0) {
+		free(copy);
+		return -ENOMEM;
+	}
+	q->v[q->n++] = (struct rmq_entry){.path = copy, .is_dir = is_dir};
+	q->pending_bytes += strlen(path);
+	return 0;
+}
+
+size_t rmq_pending(const struct rmq *q)
+{
+	return q->n - q->head;
+}
+
+size_t rmq_take(struct rmq *q, size_t max, size_t max_bytes,
+		struct rmq_entry **out)
+{
+	size_t k = 0, bytes = 0;
+	while (k < max && q->head + k < q->n) {
+		size_t l = strlen(q->v[q->head + k].path);
+		if (k > 0 && bytes + l > max_bytes)
+			break;
+		bytes += l;
+		k++;
+	}
+	*out = NULL;
+	if (k == 0)
+		return 0;
+	struct rmq_entry *v = malloc(k * sizeof *v);
+	if (!v)
+		return 0;
+	memcpy(v, q->v + q->head, k * sizeof *v);
+	q->head += k;
+	q->pending_bytes -= bytes;
+	*out = v;
+	return k;
+}
+
+void rmq_done(struct rmq *q, struct rmq_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		set_drop(q, v[i].path);
+		free(v[i].path);
+	}
+	free(v);
+}
+
+static bool in_set(const struct rmq *q, const char *path, size_t len)
+{
+	struct rmq_slot **s = find(q, path, len);
+	return s && *s;
+}
+
+bool rmq_gone(const struct rmq *q, const char *path)
+{
+	if (q->nset == 0 || !path)
+		return false;
+	size_t len = strlen(path);
+	/* the path itself, then each ancestor ("/a/b/c": "/a/b", "/a") */
+	for (size_t l = len; l > 0; l--) {
+		if (l != len && path[l] != '/')
+			continue;
+		if (in_set(q, path, l))
+			return true;
+	}
+	return false;
+}
+
+bool rmq_gone_in(const struct rmq *q, const char *dir, const char *name)
+{
+	if (q->nset == 0)
+		return false;
+	size_t dl = strlen(dir), nl = strlen(name);
+	while (dl > 0 && dir[dl - 1] == '/')
+		dl--;
+	char stackbuf[1024];
+	char *buf = dl + nl + 2 <= sizeof stackbuf ? stackbuf : malloc(dl + nl + 2);
+	if (!buf)
+		return false;
+	memcpy(buf, dir, dl);
+	buf[dl] = '/';
+	memcpy(buf + dl + 1, name, nl + 1);
+	bool r = rmq_gone(q, buf);
+	if (buf != stackbuf)
+		free(buf);
+	return r;
+}

@@ -1,0 +1,163 @@
+/* Write-back's queued removes, the pure parts: the ordered queue and its
+ * gone-set (exact paths and ancestors), and the batch-remove report parser
+ * of the shell fallback. */
+#include "tests/unit/unit.h"
+#include "backends/shell_ops.h"
+#include "fs/wb_removes_queue.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define L(s) s, sizeof(s) - 1
+
+static void queue_order_and_set(void)
+{
+	struct rmq q;
+	rmq_init(&q);
+	CHECK(!rmq_gone(&q, "/w/a"));
+	CHECK_INT(rmq_push(&q, "/w/d/f1", false), 0);
+	CHECK_INT(rmq_push(&q, "/w/d/f2", false), 0);
+	CHECK_INT(rmq_push(&q, "/w/d", true), 0);
+	CHECK_INT(rmq_pending(&q), 3);
+
+	/* exact names, and everything below a queued directory */
+	CHECK(rmq_gone(&q, "/w/d/f1"));
+	CHECK(rmq_gone(&q, "/w/d"));
+	CHECK(rmq_gone(&q, "/w/d/x/y"));
+	CHECK(!rmq_gone(&q, "/w/d2"));      /* a prefix that is not an ancestor */
+	CHECK(rmq_gone(&q, "/w/d/f10"));   /* below /w/d, queued too */
+	CHECK(!rmq_gone(&q, "/w/e/f1"));
+	CHECK(!rmq_gone(&q, "/w"));
+	CHECK(!rmq_gone(&q, "/w/"));
+	CHECK(rmq_gone_in(&q, "/w/d", "f2"));
+	CHECK(rmq_gone_in(&q, "/w/d/", "f2"));
+	CHECK(rmq_gone_in(&q, "/w", "d"));
+	CHECK(!rmq_gone_in(&q, "/w", "f2"));
+
+	/* taken in order; still gone until done */
+	struct rmq_entry *v;
+	size_t k = rmq_take(&q, 2, 1 << 20, &v);
+	CHECK_INT(k, 2);
+	CHECK(strcmp(v[0].path, "/w/d/f1") == 0 && !v[0].is_dir);
+	CHECK(strcmp(v[1].path, "/w/d/f2") == 0);
+	CHECK_INT(rmq_pending(&q), 1);
+	CHECK(rmq_gone(&q, "/w/d/f1"));
+	rmq_done(&q, v, k);
+	CHECK_INT(q.nset, 1);
+	CHECK(rmq_gone(&q, "/w/d/f1")); /* below the dir still queued */
+
+	k = rmq_take(&q, 10, 1 << 20, &v);
+	CHECK_INT(k, 1);
+	CHECK(v[0].is_dir);
+	rmq_done(&q, v, k);
+	CHECK(!rmq_gone(&q, "/w/d"));
+	CHECK_INT(rmq_take(&q, 10, 1 << 20, &v), 0);
+	CHECK_INT(q.nset, 0);
+	rmq_free(&q);
+}
+
+static void queue_twice_and_budget(void)
+{
+	struct rmq q;
+	rmq_init(&q);
+	/* one name queued twice (removed, made again, removed again) stays
+	 * gone until both landed */
+	CHECK_INT(rmq_push(&q, "/w/a", false), 0);
+	CHECK_INT(rmq_push(&q, "/w/a", false), 0);
+	struct rmq_entry *v;
+	size_t k = rmq_take(&q, 1, 1 << 20, &v);
+	rmq_done(&q, v, k);
+	CHECK(rmq_gone(&q, "/w/a"));
+	k = rmq_take(&q, 1, 1 << 20, &v);
+	rmq_done(&q, v, k);
+	CHECK(!rmq_gone(&q, "/w/a"));
+
+	/* many entries: the set grows, order holds, the byte budget splits
+	 * batches but always takes at least one */
+	char p[64];
+	for (int i = 0; i < 5000; i++) {
+		snprintf(p, sizeof p, "/w/dir%d/file%d", i % 37, i);
+		CHECK_INT(rmq_push(&q, p, false), 0);
+	}
+	CHECK(rmq_gone(&q, "/w/dir3/file4999") == (4999 % 37 == 3));
+	CHECK(rmq_gone(&q, "/w/dir5/file5"));
+	size_t total = 0;
+	int next = 0;
+	bool ordered = true;
+	while ((k = rmq_take(&q, 4096, 1000, &v)) > 0) {
+		CHECK(k <= 4096);
+		for (size_t i = 0; i < k; i++) {
+			int d, f;
+			if (sscanf(v[i].path, "/w/dir%d/file%d", &d, &f) != 2 || f != next++)
+				ordered = false;
+		}
+		total += k;
+		rmq_done(&q, v, k);
+	}
+	CHECK(ordered);
+	CHECK_INT(total, 5000);
+	CHECK_INT(q.nset, 0);
+	CHECK_INT(rmq_push(&q, "/w/long/enough/to/pass/the/budget", true), 0);
+	CHECK_INT(rmq_take(&q, 10, 4, &v), 1);
+	rmq_done(&q, v, 1);
+	rmq_free(&q);
+}
+
+static void report_parser(void)
+{
+	struct sb_remove v[4] = {
+		{.path = "/w/a"}, {.path = "/w/d", .is_dir = true},
+		{.path = "/w/b"}, {.path = "/w/e", .is_dir = true},
+	};
+	CHECK_INT(shell_parse_remove_report(L("DONE 4\n"), v, 4), 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_INT(v[i].rc, 0);
+	CHECK_INT(shell_parse_remove_report(L("FAIL 1 105\nFAIL 2 100\nFAIL 3 103\nDONE 4\n"), v, 4), 0);
+	CHECK_INT(v[0].rc, 0);
+	CHECK_INT(v[1].rc, -ENOTEMPTY);
+	CHECK_INT(v[2].rc, -ENOENT);
+	CHECK_INT(v[3].rc, -ENOTDIR);
+	CHECK_INT(shell_parse_remove_report(L("FAIL 0 106\nFAIL 2 102\nDONE 4\n"), v, 4), 0);
+	CHECK_INT(v[0].rc, -EACCES);
+	CHECK_INT(v[2].rc, -EISDIR);
+	CHECK_INT(v[1].rc, 0);
+	/* an unknown code is still a failure */
+	CHECK_INT(shell_parse_remove_report(L("FAIL 0 42\nDONE 4\n"), v, 4), 0);
+	CHECK_INT(v[0].rc, -EPROTO);
+
+	static const char *const bad[] = {
+		"",                       /* nothing: the command did not finish */
+		"FAIL 1 105\n",           /* no DONE */
+		"DONE 3\n",               /* a count that is not ours */
+		"DONE 4",                 /* cut short */
+		"DONE 4\nFAIL 1 105\n",   /* after the end */
+		"FAIL 4 105\nDONE 4\n",   /* index out of range */
+		"FAIL -1 105\nDONE 4\n",
+		"FAIL 1 0\nDONE 4\n",     /* a failure with success's code */
+		"FAIL 1\nDONE 4\n",
+		"FAIL 1 105 x\nDONE 4\n",
+		"rm: cannot remove\nDONE 4\n",
+		"DONE 4\nDONE 4\n",
+		"DONE 4x\n",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		int rc = shell_parse_remove_report(bad[i], strlen(bad[i]), v, 4);
+		if (rc != -EPROTO)
+			fprintf(stderr, "accepted bad report #%zu\n", i);
+		CHECK_INT(rc, -EPROTO);
+	}
+	char big[200];
+	memset(big, '1', sizeof big);
+	memcpy(big, "FAIL ", 5);
+	big[sizeof big - 1] = '\n';
+	CHECK_INT(shell_parse_remove_report(big, sizeof big, v, 4), -EPROTO);
+}
+
+int main(void)
+{
+	queue_order_and_set();
+	queue_twice_and_budget();
+	report_parser();
+	return unit_done("wb_removes");
+}
