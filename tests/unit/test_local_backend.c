@@ -3,6 +3,7 @@
  * symlink escapes, a sandbox killed from outside, destroy. */
 #include "tests/unit/unit.h"
 #include "backends/backend.h"
+#include "tests/unit/local_sandbox.h"
 #include "backends/shell_ops.h"
 
 #include <errno.h>
@@ -52,22 +53,6 @@ static double now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static struct sb_backend *make(const char *root, bool shell_only)
-{
-	struct sb_spec spec;
-	sb_spec_init(&spec);
-	char opt[600];
-	snprintf(opt, sizeof(opt), "local_root=%s", root);
-	spec.options = calloc(2, sizeof(char *));
-	spec.options[0] = strdup(opt);
-	char err[512] = "";
-	struct sb_backend *b = sb_backend_create(sb_backend_find("local"), &spec,
-						 shell_only, err, sizeof(err));
-	if (!b)
-		fprintf(stderr, "create failed: %s\n", err);
-	return b;
 }
 
 static int tmpfile_with(const char *data, size_t n)
@@ -205,7 +190,7 @@ int main(void)
 	CHECK(sb_backend_create(sb_backend_find("local"), &bad, false, err, sizeof(err)) == NULL);
 	CHECK(strstr(err, "allow_egress_to") != NULL);
 
-	struct sb_backend *b = make(root, false);
+	struct sb_backend *b = local_sandbox(root, false);
 	CHECK(b != NULL);
 	if (!b)
 		return unit_done("local_backend");
@@ -255,7 +240,7 @@ int main(void)
 	file_ops(b, ws);
 
 	/* the same through the shell fallbacks */
-	struct sb_backend *s = make(root, true);
+	struct sb_backend *s = local_sandbox(root, true);
 	CHECK(s != NULL);
 	if (s) {
 		char sws[600];

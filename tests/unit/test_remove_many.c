@@ -4,28 +4,13 @@
  * many entries, and batches past the shell's chunk size. */
 #include "tests/unit/unit.h"
 #include "backends/backend.h"
+#include "tests/unit/local_sandbox.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static struct sb_backend *make(const char *root, bool shell_only)
-{
-	struct sb_spec spec;
-	sb_spec_init(&spec);
-	char opt[600];
-	snprintf(opt, sizeof(opt), "local_root=%s", root);
-	spec.options = calloc(2, sizeof(char *));
-	spec.options[0] = strdup(opt);
-	char err[512] = "";
-	struct sb_backend *b = sb_backend_create(sb_backend_find("local"), &spec,
-						 shell_only, err, sizeof(err));
-	if (!b)
-		fprintf(stderr, "create failed: %s\n", err);
-	return b;
-}
 
 static int sh(struct sb_backend *b, const char *script)
 {
@@ -115,7 +100,7 @@ int main(void)
 	char root[] = "/tmp/sbfs-rm-many-test-XXXXXX";
 	CHECK(mkdtemp(root) != NULL);
 	for (int shell = 0; shell < 2; shell++) {
-		struct sb_backend *b = make(root, shell);
+		struct sb_backend *b = local_sandbox(root, shell);
 		CHECK(b != NULL);
 		if (!b)
 			continue;
