@@ -137,6 +137,7 @@ eio_on_new_dir() {
 	assert_eq "$((w1 - w0))" 5 "write calls for 5 files"
 	assert_eq "$((f1 - f0))" 0 "shell commands for 5 native uploads"
 	sbfs refresh "$MNT" >/dev/null
+	stat "$MNT/d1" "$MNT/d2" "$MNT/d3" >/dev/null # the directories, not their listings
 	l0=$(calls list)
 	f0=$(status_json | jq -r .shell_fallbacks)
 	ls -l "$MNT/d1" "$MNT/d2" "$MNT/d3" >/dev/null
