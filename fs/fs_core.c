@@ -17,6 +17,15 @@ struct timespec fs_now(void)
 	return ts;
 }
 
+void fs_cond_init_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 struct timespec fs_expiry(double seconds)
 {
 	struct timespec ts = fs_now();

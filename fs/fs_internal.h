@@ -2,10 +2,13 @@
 #ifndef SBFS_FS_INTERNAL_H
 #define SBFS_FS_INTERNAL_H
 
+#include <pthread.h>
 #include "file_state.h"
 #include "fs.h"
 
 struct timespec fs_now(void);
+/* A condition whose timed waits take deadlines from fs_now's clock. */
+void fs_cond_init_monotonic(pthread_cond_t *c);
 struct timespec fs_expiry(double seconds);
 
 /* workdir joined with a mount-relative path; malloc'd. */

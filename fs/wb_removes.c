@@ -324,11 +324,7 @@ struct wb_removes *wbr_start(struct fs *fs)
 	rmq_init(&r->q);
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_mutex_init(&r->drain_lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->work, &ca);
-	pthread_condattr_destroy(&ca);
+	fs_cond_init_monotonic(&r->work);
 	if (pthread_create(&r->th, NULL, drainer, r) != 0) {
 		wbr_stop(r);
 		return NULL;

@@ -470,11 +470,7 @@ int wb_start(struct fs *fs, const char *name, char *err, size_t errlen)
 		return -1;
 	}
 	pthread_mutex_init(&w->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->work, &ca);
-	pthread_condattr_destroy(&ca);
+	fs_cond_init_monotonic(&w->work);
 	pthread_cond_init(&w->idle, NULL);
 	pthread_rwlock_init(&w->paths, NULL);
 	fs->wb = w;

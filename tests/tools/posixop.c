@@ -128,6 +128,17 @@ static void result_value(const char *op, long long r)
 		printf("%s OK %lld\n", op, r);
 }
 
+static void result_data(const char *op, const char *buf, ssize_t r)
+{
+	if (r < 0) {
+		result(op, r);
+		return;
+	}
+	printf("%s OK ", op);
+	print_data(buf, r);
+	putchar('\n');
+}
+
 /* Runs the operation at argv[0]; returns how many arguments it took. */
 static int run_one(int argc, char **argv)
 {
@@ -174,13 +185,7 @@ static int run_one(int argc, char **argv)
 		ssize_t r = op[0] == 'p'
 			? pread(slot_fd[slot(a[0])], buf, (size_t)n, (off_t)num(a[2], 10))
 			: read(slot_fd[slot(a[0])], buf, (size_t)n);
-		if (r < 0) {
-			result(op, r);
-		} else {
-			printf("%s OK ", op);
-			print_data(buf, r);
-			putchar('\n');
-		}
+		result_data(op, buf, r);
 		free(buf);
 	} else if (!strcmp(op, "write")) {
 		result_value(op, write(slot_fd[slot(a[0])], a[1], strlen(a[1])));
@@ -212,13 +217,7 @@ static int run_one(int argc, char **argv)
 	} else if (!strcmp(op, "readlink")) {
 		char buf[PATH_MAX];
 		ssize_t r = readlink(a[0], buf, sizeof buf);
-		if (r < 0) {
-			result(op, r);
-		} else {
-			printf("%s OK ", op);
-			print_data(buf, r);
-			putchar('\n');
-		}
+		result_data(op, buf, r);
 	} else if (!strcmp(op, "unlink")) {
 		result(op, unlink(a[0]));
 	} else if (!strcmp(op, "rmdir")) {
