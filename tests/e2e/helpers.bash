@@ -142,6 +142,15 @@ sbfs_daemon_pid() {
 	return 1
 }
 
+# drop_kernel_caches: what memory pressure may do at any moment: the
+# kernel forgets every unused dentry and inode (all file systems: it is
+# global). Every test uses this one helper, so the suite can serialise it
+# against tests that count backend calls.
+drop_kernel_caches() {
+	sync
+	echo 2 >/proc/sys/vm/drop_caches
+}
+
 # ------------------------------------------------------------ status/counters
 
 # status_json [MNT]: one line of JSON from `sbfs status --json`.
