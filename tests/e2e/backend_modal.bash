@@ -1,10 +1,48 @@
-# Hooks for the modal backend, for tests that must reach the sandbox from
-# outside sbfs (kill it, check it is gone). The id sbfs reports for modal is
-# the sandbox's name (sbfs-<random>) in app "sbfs". They talk to whatever
-# MODAL_SERVER_URL names (the fake in CI) with the MODAL_TOKEN_* in the
-# environment, through tests/fakes/modal/fake_ctl.py (python3-grpcio).
+# Hooks for the modal backend (contract: backend_local.bash). The id sbfs
+# reports for modal is the sandbox's name (sbfs-<random>) in app "sbfs".
+# They talk to whatever MODAL_SERVER_URL names (the fake in CI) with the
+# MODAL_TOKEN_* in the environment, through tests/fakes/modal/fake_ctl.py
+# (python3-grpcio). tests/run starts the fake unless MODAL_SERVER_URL is set.
 
 MODAL_CTL=${MODAL_CTL:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../fakes/modal" && pwd)/fake_ctl.py}
+
+backend_sbfs_name() { echo modal; }
+
+backend_up() {
+	local state=$1
+	if [[ -n ${MODAL_SERVER_URL:-} ]]; then
+		export MODAL_SERVER_URL
+		return 0
+	fi
+	MODAL_SERVER_URL=$("$SBFS_REPO/tests/fakes/modal/run-fake.sh" "$state") || return 1
+	export MODAL_SERVER_URL MODAL_TOKEN_ID=ak-fake MODAL_TOKEN_SECRET=as-fake
+	export SBFS_FAKE_MODAL_STATE=$state
+	touch "$state/started-by-us"
+}
+
+backend_down() {
+	local state=$1
+	[[ -e $state/started-by-us ]] || return 0
+	"$SBFS_REPO/tests/fakes/modal/stop-fake.sh" "$state" >/dev/null 2>&1 || true
+	rm -f "$state/started-by-us"
+}
+
+backend_test_setup() { :; }
+backend_mount_opts() { :; }
+backend_sandbox_kill() { modal_sandbox_kill "$(cat "$1/sandbox")"; }
+backend_sandbox_gone() { modal_sandbox_gone "$(cat "$1/sandbox")"; }
+backend_sandbox_destroy() { modal_sandbox_cleanup "$(cat "$1/sandbox")"; }
+# the gone checks ask the API by name: they prove something as they are
+backend_has_sandbox() { :; }
+backend_workspaces_left() { :; }
+backend_workspaces_count() { :; }
+backend_sweep() { timeout 120 sbfs sweep -o backend=modal >/dev/null 2>&1 || true; }
+# the fake's real token is what the daemon must keep to itself
+backend_vendor_secret() { echo "$MODAL_TOKEN_SECRET"; }
+# The fake Modal binds the host's /etc into its sandboxes itself (a real
+# Modal sandbox has its own image).
+backend_shares_host_etc() { return 0; }
+backend_upload_keeps_mtime() { return 1; }
 
 # modal_sandbox_kill ID: terminate the sandbox, as its lifetime ending or
 # the Modal dashboard would.

@@ -1,0 +1,77 @@
+# Hooks for the local backend (bubblewrap on this host). The contract every
+# tests/e2e/backend_<name>.bash fulfils, called by name from tests/run,
+# helpers.bash and the .bats files:
+#
+#   backend_sbfs_name            the -o backend= value this entry mounts
+#   backend_up STATE_DIR         start what the backend talks to, once per
+#                                suite run (tests/run); exports what the
+#                                tests need; non-zero if it cannot
+#   backend_down STATE_DIR       stop what backend_up started
+#   backend_test_setup           per test, after $T exists
+#   backend_mount_opts           -o options every mount of this backend needs
+#   backend_sandbox_kill REC     kill a mount's sandbox from outside, as a crash would
+#   backend_sandbox_gone REC     0 once that sandbox no longer exists
+#   backend_sandbox_destroy REC  remove a sandbox that -o keep left running
+#   backend_has_sandbox REC      0 if the "gone" checks can prove something
+#   backend_workspaces_left      print the host-side workspaces still there
+#                                (nothing where there are none on the host)
+#   backend_workspaces_count     how many host-side workspaces exist, or
+#                                nothing where the backend has none
+#   backend_sweep                remove sandboxes a killed daemon left behind
+#   backend_vendor_secret        a credential the daemon holds that the
+#                                sandbox must never see (empty if none)
+#   backend_shares_host_etc      0 if the sandbox sees the host's /etc by design
+#   backend_upload_keeps_mtime   0 if an upload gives the sandbox's copy our mtime
+#
+# REC is a mount's record dir ($T/.mounts/N: files mnt, pid, sandbox, procs).
+# The local sandbox's processes are the daemon's descendants, recorded in
+# REC/procs; its workspace lives under local_root=$T/root.
+
+backend_sbfs_name() { echo local; }
+backend_up() { :; }
+backend_down() { :; }
+backend_test_setup() { mkdir -p "$T/root"; }
+backend_mount_opts() { echo "local_root=$T/root"; }
+
+backend_sandbox_kill() {
+	local rec=$1 line
+	_local_refresh_procs "$rec"
+	[[ -s $rec/procs ]] || fail "the daemon has no sandbox processes to kill" || return 1
+	while IFS= read -r line; do
+		kill -KILL "${line%%:*}" 2>/dev/null || true
+	done <"$rec/procs"
+}
+
+backend_sandbox_gone() { procs_gone "$1/procs"; }
+
+backend_sandbox_destroy() {
+	local rec
+	for rec in "$T"/.mounts/*; do
+		procs_alive "$rec/procs" | while IFS=: read -r p _; do kill -KILL "$p" 2>/dev/null; done
+		: >"$rec/procs"
+	done
+	rm -rf "$T/root"
+}
+
+backend_has_sandbox() {
+	_local_refresh_procs "$1"
+	[[ -s $1/procs ]] || fail "no sandbox processes under daemon $(cat "$1/pid")"
+}
+
+backend_workspaces_left() {
+	[[ -d $T/root ]] && find "$T/root" -mindepth 1 -maxdepth 1 2>/dev/null
+	return 0
+}
+
+backend_workspaces_count() { find "$T/root" -mindepth 1 -maxdepth 1 | wc -l; }
+backend_sweep() { :; }
+backend_vendor_secret() { :; }
+backend_shares_host_etc() { return 1; }
+backend_upload_keeps_mtime() { [[ $SBFS_TEST_OPTS != *shell_ops* ]]; }
+
+# _local_refresh_procs REC: add the daemon's current descendants (sbexec
+# commands started more of them) to REC/procs.
+_local_refresh_procs() {
+	proc_descendants "$(cat "$1/pid")" | sort -u - "$1/procs" >"$1/procs.new"
+	mv "$1/procs.new" "$1/procs"
+}
