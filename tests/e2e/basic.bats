@@ -6,14 +6,7 @@ load helpers
 
 WS=/workspace
 
-setup() {
-	sbfs_setup
-	mount_sbfs
-}
-
-teardown() {
-	sbfs_teardown
-}
+# setup and teardown: the usual ones, from helpers.bash
 
 @test "a new mount is an empty, writable directory owned by the mounting user" {
 	run ls -A "$MNT"

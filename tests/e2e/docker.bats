@@ -7,7 +7,6 @@
 # SBFS_TEST_OPTS=image=... (see tests/docker/engine-up.sh).
 
 load helpers
-load backend_docker
 
 WS=/workspace
 

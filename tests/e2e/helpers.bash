@@ -7,15 +7,20 @@
 # Knobs (all optional):
 #   SBFS_BUILD_DIR     build dir holding daemon/sbfs and shim/sbexec
 #                      (default: <repo>/build)
-#   SBFS_TEST_BACKEND  backend under test (default: local)
+#   SBFS_TEST_BACKEND  backend under test, the -o backend= value (default: local)
+#   SBFS_TEST_HOOKS    which tests/e2e/backend_<name>.bash to load (default:
+#                      $SBFS_TEST_BACKEND; docker-podman for the docker
+#                      backend on Podman). Every backend-specific step of a
+#                      test is a hook there, called by name.
 #   SBFS_TEST_OPTS     extra -o options for every mount, e.g. "shell_ops"
 #   SBFS_TEST_TMPDIR   where per-test temp dirs go (default: $BATS_TMPDIR)
 #   SBFS_TEST_KEEP     set: keep each test's temp dir (logs) afterwards
 #
 # Usage in a .bats file:
-#   load helpers
+#   load helpers          # also defines the usual setup and teardown:
 #   setup()    { sbfs_setup; mount_sbfs; }   # sets $T and $MNT
 #   teardown() { sbfs_teardown; }
+# A file that needs more defines its own, calling these.
 
 bats_require_minimum_version 1.5.0
 
@@ -24,9 +29,16 @@ SBFS_BUILD=$(cd "${SBFS_BUILD_DIR:-$SBFS_REPO/build}" 2>/dev/null && pwd || echo
 SBFS_TEST_BACKEND=${SBFS_TEST_BACKEND:-local}
 SBFS_TEST_OPTS=${SBFS_TEST_OPTS:-}
 PATH="$SBFS_BUILD/daemon:$SBFS_BUILD/shim:$PATH"
-export PATH SBFS_TEST_BACKEND
+SBFS_TEST_HOOKS=${SBFS_TEST_HOOKS:-$SBFS_TEST_BACKEND}
+export PATH SBFS_TEST_BACKEND SBFS_TEST_HOOKS
 # The caller's SBFS_BACKEND must not change which backend a test mounts.
 unset SBFS_BACKEND
+if [[ ! -f $BATS_TEST_DIRNAME/backend_$SBFS_TEST_HOOKS.bash ]]; then
+	echo "helpers.bash: no hooks file tests/e2e/backend_$SBFS_TEST_HOOKS.bash for backend $SBFS_TEST_HOOKS" >&2
+	return 1
+fi
+# shellcheck source=backend_local.bash
+source "$BATS_TEST_DIRNAME/backend_$SBFS_TEST_HOOKS.bash"
 
 # ---------------------------------------------------------------- small utils
 
@@ -142,13 +154,51 @@ sbfs_daemon_pid() {
 	return 1
 }
 
+# The kernel's dentry and inode caches are global: a drop in one test
+# empties every other test's mount too. Tests run in parallel, so a drop
+# takes this lock exclusively, and a test that counts backend calls or
+# needs the caches to stay warm holds it shared while it measures.
+_caches_lock_file() {
+	echo "${SBFS_TEST_TMPDIR:-${BATS_TMPDIR:-/tmp}}/.sbfs-kernel-caches.lock"
+}
+
 # drop_kernel_caches: what memory pressure may do at any moment: the
-# kernel forgets every unused dentry and inode (all file systems: it is
-# global). Every test uses this one helper, so the suite can serialise it
-# against tests that count backend calls.
+# kernel forgets every unused dentry and inode (all file systems). Every
+# test uses this one helper; it waits for the measurements in progress.
 drop_kernel_caches() {
-	sync
-	echo 2 >/proc/sys/vm/drop_caches
+	caches_steady_end # this test's own measurement, if any, ends here
+	flock -x "$(_caches_lock_file)" sh -c 'sync; echo 2 >/proc/sys/vm/drop_caches'
+}
+
+# with_warm_caches CMD...: run CMD while no other test may drop the
+# kernel's caches.
+with_warm_caches() {
+	local rc=0 held=0
+	[[ -s $T/.caches-holder ]] && held=1
+	caches_steady_begin || return 1
+	"$@" || rc=$?
+	((held)) || caches_steady_end
+	return $rc
+}
+
+# caches_steady_begin / caches_steady_end: the same, around a stretch of
+# a test; teardown ends it too. The shared lock is held by a process of
+# its own (recorded in $T/.caches-holder), so that taking it works from a
+# command substitution too ($(calls read) takes it).
+caches_steady_begin() {
+	[[ -s $T/.caches-holder ]] && return 0
+	local lock
+	lock=$(_caches_lock_file)
+	(flock -s "$lock" sh -c 'echo $$ >"$1.new" && mv "$1.new" "$1" && exec sleep 2147483' sh "$T/.caches-holder" &) \
+		</dev/null >/dev/null 2>&1 3>&-
+	poll 300 test -s "$T/.caches-holder" || fail "could not take the shared lock $lock within 300s" || return 1
+	SBFS_CACHES_HOLDER=$(cat "$T/.caches-holder")
+}
+caches_steady_end() {
+	[[ -n ${T:-} && -s $T/.caches-holder ]] || return 0
+	kill "$(cat "$T/.caches-holder")" 2>/dev/null || true
+	rm -f "$T/.caches-holder"
+	SBFS_CACHES_HOLDER=
 }
 
 # ------------------------------------------------------------ status/counters
@@ -159,8 +209,11 @@ status_json() {
 }
 
 # calls KIND [MNT]: the backend call counter KIND (list, stat, exec, ...).
+# A test that counts calls measures from its first count on, so from then
+# until its teardown no other test may drop the kernel's caches.
 calls() {
 	local v
+	caches_steady_begin || return 1
 	v=$(status_json "${2:-$MNT}" | jq -er --arg k "$1" '.calls[$k]') || {
 		fail "calls $1: no counter in sbfs status --json"
 		return 1
@@ -181,15 +234,16 @@ sbfs_setup() {
 	# spaces and such; keep our own paths plain.
 	[[ $T =~ ^[A-Za-z0-9/._-]+$ ]] || fail "temp dir path must be plain: $T" || return 1
 	mkdir -p "$T/.mounts"
-	[[ $SBFS_TEST_BACKEND == local ]] && mkdir -p "$T/root"
 	export T
+	backend_test_setup
 	SBFS_MOUNT_SEQ=0
 }
 
 # sbfs_opts NAME [EXTRA]: the -o string for a mount called NAME.
 sbfs_opts() {
-	local o="backend=$SBFS_TEST_BACKEND,log=$T/$1.log"
-	[[ $SBFS_TEST_BACKEND == local ]] && o+=",local_root=$T/root"
+	local o="backend=$SBFS_TEST_BACKEND,log=$T/$1.log" b
+	b=$(backend_mount_opts)
+	[[ -n $b ]] && o+=",$b"
 	[[ -n $SBFS_TEST_OPTS ]] && o+=",$SBFS_TEST_OPTS"
 	[[ -n ${2:-} ]] && o+=",$2"
 	echo "$o"
@@ -265,46 +319,21 @@ refresh_sandbox_procs() {
 }
 
 # kill_sandbox: kill the current mount's sandbox from outside, as a crash
-# would (local: SIGKILL every process of the sandbox; docker: docker kill).
+# would (the backend's hook: SIGKILL its processes, docker kill, ...).
 kill_sandbox() {
-	case $SBFS_TEST_BACKEND in
-	local)
-		refresh_sandbox_procs
-		[[ -s $SBFS_REC/procs ]] || fail "the daemon has no sandbox processes to kill" || return 1
-		local line
-		while IFS= read -r line; do
-			kill -KILL "${line%%:*}" 2>/dev/null || true
-		done <"$SBFS_REC/procs"
-		;;
-	docker)
-		docker kill "$SBFS_SANDBOX" >/dev/null
-		;;
-	modal)
-		modal_sandbox_kill "$SBFS_SANDBOX"
-		;;
-	*)
-		skip "kill_sandbox not implemented for backend $SBFS_TEST_BACKEND"
-		;;
-	esac
+	backend_sandbox_kill "$SBFS_REC"
 }
 
 # sandbox_gone_check REC_DIR: 0 when the recorded sandbox no longer exists.
 sandbox_gone_check() {
-	local rec=$1
-	case $SBFS_TEST_BACKEND in
-	local)
-		procs_gone "$rec/procs"
-		;;
-	docker)
-		local id
-		id=$(cat "$rec/sandbox")
-		[[ -z $(docker ps -aq --filter "name=^/${id}\$" 2>/dev/null) ]]
-		;;
-	modal)
-		modal_sandbox_gone "$(cat "$rec/sandbox")"
-		;;
-	*) return 0 ;;
-	esac
+	backend_sandbox_gone "$1"
+}
+
+# workspaces_left_check: fails naming the host-side workspaces still there.
+workspaces_left_check() {
+	local left
+	left=$(backend_workspaces_left)
+	[[ -z $left ]] || fail "local workspace left behind: $left"
 }
 
 # assert_sandbox_gone [REC_DIR]: polls up to 15s for the sandbox of a mount
@@ -319,11 +348,7 @@ assert_sandbox_gone() {
 		fail "sandbox $(cat "$rec/sandbox") of $(cat "$rec/mnt") is still there"
 		return 1
 	fi
-	if [[ $SBFS_TEST_BACKEND == local && -d $T/root ]]; then
-		local left
-		left=$(find "$T/root" -mindepth 1 -maxdepth 1 2>/dev/null)
-		[[ -z $left ]] || fail "local workspace left behind: $left" || return 1
-	fi
+	workspaces_left_check
 }
 
 # nothing_left_behind MNT: after a failed mount: no mount, no daemon for
@@ -335,12 +360,7 @@ nothing_left_behind() {
 		fail "an sbfs process ($pid) still serves $mnt"
 		return 1
 	fi
-	if [[ $SBFS_TEST_BACKEND == local && -d $T/root ]]; then
-		local left
-		left=$(find "$T/root" -mindepth 1 -maxdepth 1 2>/dev/null)
-		[[ -z $left ]] || fail "local workspace left behind: $left" || return 1
-	fi
-	return 0
+	workspaces_left_check
 }
 
 # unmount_sbfs [MNT]: `fusermount3 -u` and wait for the daemon to go.
@@ -443,6 +463,7 @@ _teardown_mount() {
 # Prints the daemon logs when the test failed. Fails if force was needed.
 sbfs_teardown() {
 	cd / || true
+	caches_steady_end
 	[[ -n ${T:-} && -d $T/.mounts ]] || return 0
 	local rec forced=0
 	for rec in $(ls -1d "$T"/.mounts/* 2>/dev/null | sort -V -r); do
@@ -499,6 +520,11 @@ sb() {
 	sbexec -m "$MNT" "$@"
 }
 
-if [[ $SBFS_TEST_BACKEND == modal ]]; then
-	source "$BATS_TEST_DIRNAME/backend_modal.bash"
-fi
+# The usual setup and teardown (a file defining its own replaces them).
+setup() {
+	sbfs_setup
+	mount_sbfs
+}
+teardown() {
+	sbfs_teardown
+}

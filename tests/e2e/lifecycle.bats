@@ -17,9 +17,7 @@ teardown() {
 # has_sandbox_procs: the local sandbox runs as descendants of the daemon;
 # without any, the "gone" checks below would prove nothing.
 has_sandbox_procs() {
-	[[ $SBFS_TEST_BACKEND != local ]] && return 0
-	refresh_sandbox_procs
-	[[ -s $SBFS_REC/procs ]] || fail "no sandbox processes under daemon $SBFS_PID"
+	backend_has_sandbox "$SBFS_REC"
 }
 
 # eio_on_new_dir: mkdir on the mount fails with EIO.
@@ -30,18 +28,13 @@ eio_on_new_dir() {
 }
 
 # destroy_kept ID: remove a sandbox that -o keep left running.
+# ID: the sandbox id (a mount record holds it)
 destroy_kept() {
-	case $SBFS_TEST_BACKEND in
-	local)
-		local rec
-		for rec in "$T"/.mounts/*; do
-			procs_alive "$rec/procs" | while IFS=: read -r p _; do kill -KILL "$p" 2>/dev/null; done
-			: >"$rec/procs"
-		done
-		rm -rf "$T/root"
-		;;
-	docker) docker rm -f "$1" >/dev/null 2>&1 || true ;;
-	esac
+	local rec
+	for rec in "$T"/.mounts/*; do
+		[[ $(cat "$rec/sandbox" 2>/dev/null) == "$1" ]] && backend_sandbox_destroy "$rec" && return 0
+	done
+	return 0
 }
 
 @test "fusermount3 -u: daemon exits, sandbox processes and workspace are gone" {
@@ -115,10 +108,13 @@ destroy_kept() {
 @test "kill -9 of the daemon leaves no sandbox process; the stale mount can be cleaned" {
 	mount_sbfs
 	cd "$MNT"
-	sbexec sleep 299.5 >/dev/null 2>"$T/sbexec.err" &
+	# a duration of its own: the same test may run beside this one on
+	# another backend, whose sandbox processes pgrep sees too
+	nap=299.${RANDOM}7
+	sbexec sleep "$nap" >/dev/null 2>"$T/sbexec.err" &
 	sbexec_pid=$!
 	cd /
-	poll 20 pgrep -f 'sleep 299[.]5' >/dev/null || fail "the sandbox command never started"
+	poll 20 pgrep -f "sleep ${nap/./[.]}" >/dev/null || fail "the sandbox command never started"
 	has_sandbox_procs
 	kill -KILL "$SBFS_PID"
 	poll 15 procs_gone "$SBFS_REC/procs" || {
@@ -155,18 +151,14 @@ destroy_kept() {
 @test "busy mountpoint (already mounted): error; the first mount keeps working" {
 	mount_sbfs
 	echo first >"$MNT/f"
-	if [[ $SBFS_TEST_BACKEND == local ]]; then
-		before=$(find "$T/root" -mindepth 1 -maxdepth 1 | wc -l)
-	fi
+	before=$(backend_workspaces_count)
 	run timeout 60 sbfs -o "$(sbfs_opts second)" "$MNT"
 	[ "$status" -ne 0 ]
 	[ "$status" -ne 124 ] || fail "second sbfs on a busy mountpoint hung"
 	[[ $output == sbfs:* ]] || fail "error does not start with 'sbfs:': $output"
 	assert_eq "$(cat "$MNT/f")" first
 	assert_eq "$(sb cat "$WS/f")" first
-	if [[ $SBFS_TEST_BACKEND == local ]]; then
-		assert_eq "$(find "$T/root" -mindepth 1 -maxdepth 1 | wc -l)" "$before" "local workspaces after the refused mount"
-	fi
+	assert_eq "$(backend_workspaces_count)" "$before" "local workspaces after the refused mount"
 	n=$(grep -c " $MNT " /proc/self/mountinfo)
 	assert_eq "$n" 1 "mounts on $MNT"
 }

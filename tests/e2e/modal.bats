@@ -5,7 +5,6 @@
 # Runs only with SBFS_TEST_BACKEND=modal; needs python3-grpcio and bwrap.
 
 load helpers
-load backend_modal
 
 FAKE_DIR=$SBFS_REPO/tests/fakes/modal
 

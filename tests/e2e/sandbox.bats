@@ -6,14 +6,7 @@ load helpers
 
 WS=/workspace
 
-setup() {
-	sbfs_setup
-	mount_sbfs
-}
-
-teardown() {
-	sbfs_teardown
-}
+# setup and teardown: the usual ones, from helpers.bash
 
 # sandbox_ifaces: network interfaces the sandbox sees, sorted, one a line.
 sandbox_ifaces() {

@@ -6,14 +6,7 @@ load helpers
 
 WS=/workspace
 
-setup() {
-	sbfs_setup
-	mount_sbfs
-}
-
-teardown() {
-	sbfs_teardown
-}
+# setup and teardown: the usual ones, from helpers.bash
 
 @test "stdout of the command comes back" {
 	cd "$MNT"
@@ -172,10 +165,25 @@ teardown() {
 
 @test "Ctrl-C (SIGINT to sbexec) kills the remote command, exit 130" {
 	cd "$MNT"
-	run timeout -s INT --preserve-status 3 env --default-signal=INT sbexec sh -c 'touch /workspace/started; exec sleep 59.7371'
+	# Ctrl-C once the command runs, however long it takes to start (a
+	# fixed delay lets a loaded machine send it before the command exists).
+	# A duration of its own: the same test may run beside this one on
+	# another backend, whose sandbox processes pgrep sees too.
+	nap=59.${RANDOM}1
+	env --default-signal=INT sbexec sh -c 'touch /workspace/started; exec sleep "$1"' sh "$nap" \
+		>"$T/ctrlc.out" 2>&1 &
+	pid=$!
+	poll 60 pgrep -f "sleep ${nap/./[.]}" >/dev/null || {
+		kill "$pid"
+		fail "the command never started: $(cat "$T/ctrlc.out")"
+	}
+	kill -INT "$pid"
+	status=0
+	wait "$pid" || status=$?
+	output=$(cat "$T/ctrlc.out")
 	assert_status 130
 	[ -e "$MNT/started" ] || fail "the command never started"
-	poll 10 bash -c '! pgrep -f "sleep 59[.]7371" >/dev/null' || fail "remote command still running after Ctrl-C"
+	poll 10 bash -c '! pgrep -f "sleep ${1/./[.]}" >/dev/null' sh "$nap" || fail "remote command still running after Ctrl-C"
 	# the mount and the sandbox are still usable
 	run sbexec echo still-fine
 	assert_eq "$output" still-fine

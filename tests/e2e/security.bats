@@ -150,14 +150,15 @@ never_shows() {
 	# private one (mode 600, as /etc/shadow) must not be. The fake Modal
 	# binds the host's /etc into its sandboxes itself (a real Modal
 	# sandbox has its own image), so it is not tried there.
-	if [[ -w /etc && $SBFS_TEST_BACKEND != modal ]]; then plant "/etc/$s" etc; fi
+	if [[ -w /etc ]] && ! backend_shares_host_etc; then plant "/etc/$s" etc; fi
 
 	# the daemon's environment: vendor tokens and the caller's secrets
 	export SBFS_SENTINEL="$s-env" AWS_SECRET_ACCESS_KEY="$s-aws" GITHUB_TOKEN="$s-gh"
-	local needles=("$s")
-	if [[ $SBFS_TEST_BACKEND == modal ]]; then
-		# the fake's real token is what the daemon must keep to itself
-		needles+=("$MODAL_TOKEN_SECRET")
+	local needles=("$s") secret
+	secret=$(backend_vendor_secret)
+	if [[ -n $secret ]]; then
+		# the vendor credential the daemon uses is what it must keep to itself
+		needles+=("$secret")
 	else
 		export MODAL_TOKEN_ID="ak-$s" MODAL_TOKEN_SECRET="as-$s"
 	fi
@@ -186,7 +187,7 @@ never_shows() {
 	# search can find what it looks for.
 	sb sh -c 'echo "$1" > /workspace/positive-control' sh "$s-control"
 	local args=(-e "$s")
-	[[ $SBFS_TEST_BACKEND == modal ]] && args+=(-e "$MODAL_TOKEN_SECRET")
+	[[ -n $secret ]] && args+=(-e "$secret")
 	run timeout 170 sbexec -m "$MNT" sh -c '
 		for d in /* /.[!.]*; do
 			case $d in /proc|/sys|/dev|/usr) continue;; esac
@@ -200,7 +201,7 @@ never_shows() {
 	# files planted, plus 3 variables and the 2 Modal token ones (on the
 	# fake Modal: its real secret) in the daemon's environment
 	local env_n=5
-	[[ $SBFS_TEST_BACKEND == modal ]] && env_n=4
+	[[ -n $secret ]] && env_n=4
 	tally "host secrets planted (files, daemon environment), none found in the sandbox" \
 		"$(($(wc -l <"$T/planted") + env_n))"
 }

@@ -8,15 +8,8 @@ load helpers
 
 WS=/workspace
 
-setup() {
-	sbfs_setup
-	mount_sbfs
-}
-
-teardown() {
-	# a writer we started in the sandbox must not keep anything busy
-	sbfs_teardown
-}
+# setup and teardown: the usual ones, from helpers.bash (a writer we
+# started in the sandbox must not keep anything busy)
 
 # mount_still_answers: the mount and the sandbox still work.
 mount_still_answers() {

@@ -6,14 +6,7 @@ load helpers
 
 WS=/workspace
 
-setup() {
-	sbfs_setup
-	mount_sbfs
-}
-
-teardown() {
-	sbfs_teardown
-}
+# setup and teardown: the usual ones, from helpers.bash
 
 make_project() {
 	mkdir -p "$T/src/project/lib"
