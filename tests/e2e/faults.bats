@@ -167,6 +167,8 @@ state_is_dead() {
 # accepted is in the sandbox byte-exact, what it refused lands at the next
 # successful sync, and every read that succeeds returns the right bytes.
 @test "random transient faults on every file call: nothing accepted is lost, no read is wrong" {
+	local soak_files=12 # files per directory; SBFS_LONG=1: a longer soak
+	[[ -n ${SBFS_LONG:-} ]] && soak_files=48
 	local kinds=(write list stat read mkdir remove rename chmod utimens readlink statfs)
 	local spec="seed:11" k
 	for k in "${kinds[@]}"; do spec+="+transient:$k:p0.2"; done
@@ -175,7 +177,7 @@ state_is_dead() {
 	local d i f n=0
 	for d in a b c d e f; do
 		mkdir "$T/tree/$d"
-		for i in $(seq 12); do
+		for i in $(seq "$soak_files"); do
 			head -c $(((RANDOM % 64) * 1024 + RANDOM % 1000)) /dev/urandom >"$T/tree/$d/f$i"
 		done
 	done

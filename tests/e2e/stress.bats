@@ -9,6 +9,17 @@ load helpers
 
 WS=/workspace
 
+# Its tests load the machine themselves: one at a time within the file
+# (other files still run beside it).
+BATS_NO_PARALLELIZE_WITHIN_FILE=true
+
+# Stress windows: short in the default suite; SBFS_LONG=1 runs the long ones.
+if [[ -n ${SBFS_LONG:-} ]]; then
+	STRESS_NG_SECONDS=30 MAX_WRITE_SECONDS=60 FILES_PER_WRITER=200 FIO_FILE_MIB=16
+else
+	STRESS_NG_SECONDS=2 MAX_WRITE_SECONDS=4 FILES_PER_WRITER=25 FIO_FILE_MIB=4
+fi
+
 setup() {
 	sbfs_setup
 	local c
@@ -25,7 +36,6 @@ teardown() {
 # ------------------------------------------------------------------- fio
 
 FIO_JOBS=(psync mmap) # I/O through write(2), and through a shared mapping
-FIO_FILE_MIB=4
 FIO_NJOBS=2
 
 # run_fio NAME ENGINE RW [ARGS...]: one fio run over NAME.{0,1}.0 in
@@ -98,7 +108,7 @@ STRESSOR_OPTS=(
 	mkdir "$MNT/sng"
 	local args=() s
 	for s in "${STRESSORS[@]}"; do args+=("--$s" 1); done
-	run timeout -k 10 150 stress-ng --temp-path "$MNT/sng" --timeout 4s --verify --metrics-brief \
+	run timeout -k 10 150 stress-ng --temp-path "$MNT/sng" --timeout "${STRESS_NG_SECONDS}s" --verify --metrics-brief \
 		--yaml "$T/sng.yaml" "${args[@]}" "${STRESSOR_OPTS[@]}"
 	assert_status 0
 	if grep -E '(fail|error):' <<<"$output"; then
@@ -133,8 +143,6 @@ STRESSOR_OPTS=(
 # ----------------------------------------- concurrent writers and readers
 
 WRITERS=4
-FILES_PER_WRITER=25
-MAX_WRITE_SECONDS=8
 
 # content K G: the bytes of writer K's file G (size 1 B .. ~192 KiB).
 content() {
