@@ -30,6 +30,11 @@
 
 #define UPLOAD_STALL_MS 120000L
 
+/* Paths up to this long resolve on the engine's host too: its storage
+ * prefix (data root, layer id, "merged") is far shorter than the rest of
+ * PATH_MAX. Longer ones may not, where the sandbox itself allows them. */
+#define DK_ENGINE_PATH_SAFE 2048
+
 /* ---- write ---- */
 
 struct tar_body {
@@ -216,6 +221,7 @@ int docker_write_file(struct sb_backend *b, const char *path, int fd,
 	char msg[400];
 	long status = 0;
 	int rc = 0;
+	bool made_dir = false;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		rc = put_archive(b, dir, t, msg, sizeof(msg), &status);
 		if (rc < 0 || status != 404 || attempt == 1)
@@ -230,20 +236,25 @@ int docker_write_file(struct sb_backend *b, const char *path, int fd,
 			free(t);
 			return rc;
 		}
+		made_dir = true;
 	}
 	free(t);
 	if (rc < 0) {
-		sb_warn("docker: upload of %s failed: %s", path, msg);
+		sb_warn("docker: upload failed (%s): %s", msg, path);
 		return rc == -ECANCELED ? -EIO : rc;
 	}
 	if (status == 200)
 		return 0;
 	int e = error_errno(msg);
-	if (status == 404 && !e)
-		e = -ENOENT;
-	if (!e) {
-		sb_warn("docker: upload of %s refused (HTTP %ld): %s", path, status, msg);
-		e = -EIO;
+	/* The engine resolves the path on its host, below its own storage
+	 * directory: a path the sandbox allows can be too long there (it then
+	 * answers 404 even for the directory the shell just made, or an error
+	 * of its own). The sandbox's own tools decide instead. */
+	if (!e || e == -ENAMETOOLONG) {
+		sb_debug("docker: upload refused by the engine (HTTP %ld%s%s), "
+			 "writing through the shell: %s", status,
+			 made_dir ? ", after making its directory: " : ": ", msg, path);
+		return shell_write_file(b, path, fd, size, mode);
 	}
 	return e;
 }
@@ -482,7 +493,11 @@ int docker_stat(struct sb_backend *b, const char *path, struct stat *st,
 		 * link's stat header: it is there, the shell says what it is */
 		bool dangling = h.value != NULL;
 		free(h.value);
-		return dangling ? shell_stat(b, path, st, link_target) : -ENOENT;
+		/* A long path may be missing only for the engine, which
+		 * resolves it below its own storage directory on its host. */
+		bool long_path = strlen(path) > DK_ENGINE_PATH_SAFE;
+		return dangling || long_path ? shell_stat(b, path, st, link_target)
+					     : -ENOENT;
 	}
 	json_t *j = NULL;
 	if (rc == 0 && resp.status == 200 && h.value) {

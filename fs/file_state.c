@@ -463,12 +463,23 @@ int file_state_upload_prepare(struct file_state *f, struct sb_backend *b,
 	return 0;
 }
 
+static atomic_uint_fast64_t first_uploads;
+
+uint64_t file_state_first_uploads(void)
+{
+	return atomic_load(&first_uploads);
+}
+
 void file_state_upload_done(struct file_state *f, int r)
 {
 	if (r < 0) {
 		f->upload_error = r;
 		return;
 	}
+	/* Counted before the file stops being "only here", so a listing
+	 * that sees it as in the sandbox also sees the count move. */
+	if (!f->remote_exists)
+		atomic_fetch_add(&first_uploads, 1);
 	f->remote_exists = true;
 	f->ident[0] = '\0'; /* the sandbox's copy is a new one: ours */
 	f->identity_known = false;

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -112,6 +113,9 @@ int file_state_upload(struct file_state *f, struct sb_backend *b,
 int file_state_upload_prepare(struct file_state *f, struct sb_backend *b,
 			      const char *guest_path);
 void file_state_upload_done(struct file_state *f, int r);
+/* How many files have reached the sandbox for the first time so far: a
+ * directory listing fetched while this moved may lack one of them. */
+uint64_t file_state_first_uploads(void);
 /* True when the spool holds the whole file (nothing to fetch). */
 bool file_state_complete(const struct file_state *f);
 

@@ -101,6 +101,10 @@ void fs_node_stat(const struct node *n, struct stat *st)
 		st->st_mtim = n->file->mtime;
 		st->st_ctim = n->file->mtime;
 	}
+	/* Removed but still open (or still someone's cwd): no name links
+	 * to it any more. */
+	if (node_removed(n))
+		st->st_nlink = 0;
 }
 
 int fs_upload_locked(struct fs *fs, struct node *n, struct file_state *f,

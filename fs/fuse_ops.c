@@ -74,6 +74,14 @@ static void record_new(struct fs *fs, struct node *n, mode_t mode, off_t size,
 	record_attr(fs, n, &st, link);
 }
 
+/* The mount changed an entry of directory ino (table lock held). */
+static void entries_changed(struct fs *fs, fuse_ino_t ino)
+{
+	struct node *d = node_by_ino(&fs->t, ino);
+	if (d)
+		node_entries_changed(d);
+}
+
 /* Fetches fresh attributes for n (or its would-be child name under
  * parent when n is NULL). Table lock held on entry and exit, dropped
  * around the backend call. Returns the node or NULL with *err. */
@@ -217,8 +225,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		err = load_listing(fs, parent);
 		p = node_by_ino(&fs->t, parent);
 		n = p && err == 0 ? node_child(&fs->t, p, name) : NULL;
-		if (err == 0 && (!n || !p || n->seen_mark != p->seen_mark))
+		if (err == -EAGAIN && p) {
+			/* The directory keeps changing: ask for this name. */
+			err = 0;
+			n = refresh_attr(fs, p, name, node_child(&fs->t, p, name), &err);
+		} else if (err == 0 && (!n || !p || n->seen_mark != p->seen_mark)) {
 			err = -ENOENT;
+		}
 	} else {
 		n = refresh_attr(fs, p, name, n, &err);
 		note_remote_lookup(fs, parent);
@@ -288,7 +301,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct node *n = node_by_ino(&fs->t, ino);
 	if (!n)
 		err = -ENOENT;
-	else if (!fs_attr_fresh(fs, n, &now))
+	else if (!fs_attr_fresh(fs, n, &now) && !node_removed(n))
 		n = refresh_attr(fs, n->parent, n->name, n, &err);
 	if (n && err == 0)
 		fs_node_stat(n, &st);
@@ -520,6 +533,8 @@ static void reply_new_child(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	pthread_mutex_lock(&fs->t.lock);
 	struct node *p = node_by_ino(&fs->t, parent);
 	struct node *n = p ? node_child_get(&fs->t, p, name) : NULL;
+	if (p)
+		node_entries_changed(p);
 	if (n) {
 		record_new(fs, n, mode, size, link);
 		n->seen_mark = p->seen_mark;
@@ -676,6 +691,8 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 		pthread_mutex_lock(&fs->t.lock);
 		p = node_by_ino(&fs->t, parent);
 		n = p ? node_child(&fs->t, p, name) : NULL;
+		if (p && err == 0)
+			node_entries_changed(p);
 		if (n && (!ino || n->ino == ino))
 			node_detach(&fs->t, n);
 		pthread_mutex_unlock(&fs->t.lock);
@@ -721,9 +738,14 @@ static bool rename_pending(struct fs *fs, uint64_t nino, struct file_state *f,
 	if (!n || !np) {
 		*err = -ENOENT;
 	} else {
+		struct node *from = n->parent;
 		*err = node_move(&fs->t, n, np, newname);
 		n->seen_mark = np->seen_mark;
 		rel = node_path(n);
+		if (from)
+			node_entries_changed(from);
+		node_entries_changed(np);
+		n->st.st_ctim = np->st.st_ctim;
 	}
 	pthread_mutex_unlock(&fs->t.lock);
 	if (*err == 0)
@@ -804,11 +826,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		old = np ? node_child(&fs->t, np, newname) : NULL;
 		if (old && old != n && old->file)
 			old->file->unlinked = true;
+		entries_changed(fs, parent);
+		entries_changed(fs, newparent);
 		if (n && np) {
 			err = node_move(&fs->t, n, np, newname);
 			n->seen_mark = np->seen_mark;
-			/* ctime changed; the sandbox knows the rest. */
-			n->attr_set = n->attr_set && n->file;
+			/* A rename changes the node's ctime only; the times
+			 * are the call's, as the parents' are. */
+			n->st.st_ctim = np->st.st_ctim;
 		} else if (old) {
 			node_detach(&fs->t, old);
 		}
@@ -945,6 +970,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	if (err == 0) {
 		record_new(fs, n, S_IFREG | (mode & 07777), 0, NULL);
+		node_entries_changed(p);
 		n->seen_mark = p->seen_mark;
 		n->nlookup++;
 	}
@@ -1143,31 +1169,33 @@ static void dir_handle_free(struct dir_handle *d)
 	free(d);
 }
 
-/* Replaces the cached listing of directory node ino with the sandbox's.
- * Table lock held; dropped around the call. */
-static int load_listing(struct fs *fs, uint64_t ino)
+/* Tries to fetch a listing this many times while the mount keeps changing
+ * the directory before giving up on caching one. */
+#define LISTING_TRIES 4
+
+/* True when child c, which a listing does not name, may have reached the
+ * sandbox only after the listing was made: a file created here whose
+ * first upload is not done, or done since first_uploads was read (the
+ * count moves before the file stops showing as new, hence the fence). */
+static bool newer_than_listing(const struct node *c, uint64_t first_uploads)
 {
-	int err = 0;
-	struct node *p = node_by_ino(&fs->t, ino);
-	char *path = p ? fs_node_guest_path(fs, p, &err) : NULL;
-	if (!path)
-		return p ? err : -ENOENT;
-	pthread_mutex_unlock(&fs->t.lock);
-	struct sb_dirlist list = {0};
-	err = sb_list_dir(fs->b, path, &list);
-	free(path);
-	pthread_mutex_lock(&fs->t.lock);
-	p = node_by_ino(&fs->t, ino);
-	if (err == 0 && !p)
-		err = -ENOENT;
-	if (err < 0) {
-		sb_dirlist_free(&list);
-		return err;
-	}
+	if (!c->file)
+		return false;
+	if (!c->file->remote_exists)
+		return true;
+	atomic_thread_fence(memory_order_seq_cst);
+	return file_state_first_uploads() != first_uploads;
+}
+
+/* Replaces the cached listing of directory node p with list, fetched
+ * while the table was unlocked. Table lock held. */
+static void apply_listing(struct fs *fs, struct node *p,
+			  const struct sb_dirlist *list, uint64_t first_uploads)
+{
 	uint64_t mark = ++p->seen_mark;
 	struct timespec exp = fs_expiry(fs->cfg.attr_timeout);
-	for (size_t i = 0; i < list.n; i++) {
-		struct sb_dirent *d = &list.v[i];
+	for (size_t i = 0; i < list->n; i++) {
+		struct sb_dirent *d = &list->v[i];
 		if (check_name(d->name) < 0 || strcmp(d->name, ".") == 0 ||
 		    strcmp(d->name, "..") == 0)
 			continue; /* never trust a name the sandbox sends */
@@ -1180,14 +1208,13 @@ static int load_listing(struct fs *fs, uint64_t ino)
 			node_set_attr(&fs->t, c, &d->st, d->link_target, &exp);
 		}
 	}
-	p->list_entries = list.n;
-	sb_dirlist_free(&list);
-	/* Children the listing no longer names are gone, unless they exist
-	 * only here so far (created, not yet uploaded). */
+	p->list_entries = list->n;
+	/* Children the listing no longer names are gone, unless they are
+	 * newer than the listing. */
 	struct node *c = p->children;
 	while (c) {
 		struct node *next = c->next_sibling;
-		if (c->seen_mark != mark && !(c->file && !c->file->remote_exists))
+		if (c->seen_mark != mark && !newer_than_listing(c, first_uploads))
 			node_detach(&fs->t, c);
 		else
 			c->seen_mark = mark;
@@ -1196,7 +1223,41 @@ static int load_listing(struct fs *fs, uint64_t ino)
 	p->list_set = true;
 	p->list_gen = fs->t.gen;
 	p->list_expires = fs_expiry(fs->cfg.dir_timeout);
-	return 0;
+}
+
+/* Replaces the cached listing of directory node ino with the sandbox's.
+ * Table lock held; dropped around the call. -EAGAIN when the mount kept
+ * changing the directory during every try: then nothing is cached and
+ * the caller answers from the sandbox name by name. */
+static int load_listing(struct fs *fs, uint64_t ino)
+{
+	for (int try = 0; try < LISTING_TRIES; try++) {
+		int err = 0;
+		struct node *p = node_by_ino(&fs->t, ino);
+		char *path = p ? fs_node_guest_path(fs, p, &err) : NULL;
+		if (!path)
+			return p ? err : -ENOENT;
+		uint64_t changes = p->entry_changes;
+		uint64_t uploads = file_state_first_uploads();
+		pthread_mutex_unlock(&fs->t.lock);
+		struct sb_dirlist list = {0};
+		err = sb_list_dir(fs->b, path, &list);
+		free(path);
+		pthread_mutex_lock(&fs->t.lock);
+		p = node_by_ino(&fs->t, ino);
+		if (err == 0 && !p)
+			err = -ENOENT;
+		if (err == 0 && p->entry_changes != changes) {
+			/* It may predate a create, remove or rename of ours. */
+			sb_dirlist_free(&list);
+			continue;
+		}
+		if (err == 0)
+			apply_listing(fs, p, &list, uploads);
+		sb_dirlist_free(&list);
+		return err;
+	}
+	return -EAGAIN;
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1217,6 +1278,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		err = -ENOENT;
 	else if (!node_list_fresh(&fs->t, p, &now))
 		err = load_listing(fs, ino);
+	if (err == -EAGAIN)
+		err = 0; /* kept changing: what the nodes know, uncached */
 	p = node_by_ino(&fs->t, ino);
 	if (err == 0 && p) {
 		size_t n = 0;

@@ -244,6 +244,8 @@ bool node_release_if_unused(struct node_table *t, struct node *n)
 		return false;
 	name_unhash(t, n);
 	struct node *parent = n->parent;
+	if (parent)
+		parent->list_set = false; /* it named n, known no more */
 	unlink_sibling(n);
 	node_free(t, n);
 	if (parent && !parent->attr_set)
@@ -290,11 +292,23 @@ bool node_attr_fresh(const struct node_table *t, const struct node *n,
 	       before(now, &n->attr_expires);
 }
 
+static const struct timespec *later(const struct timespec *a,
+				    const struct timespec *b)
+{
+	return before(a, b) ? b : a;
+}
+
 void node_set_attr(struct node_table *t, struct node *n, const struct stat *st,
 		   const char *link_target, const struct timespec *expires)
 {
 	n->st = *st;
 	n->st.st_ino = n->ino;
+	/* The sandbox may not have seen the mount's last change here yet (a
+	 * create uploaded at close, a queued remove). */
+	if (S_ISDIR(st->st_mode)) {
+		n->st.st_mtim = *later(&n->st.st_mtim, &n->entries_changed_at);
+		n->st.st_ctim = *later(&n->st.st_ctim, &n->entries_changed_at);
+	}
 	if (link_target != n->link_target) {
 		free(n->link_target);
 		n->link_target = link_target ? strdup(link_target) : NULL;
@@ -308,6 +322,15 @@ void node_forget_attr(struct node *n)
 {
 	n->attr_set = false;
 	n->list_set = false;
+}
+
+void node_entries_changed(struct node *d)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	d->entry_changes++;
+	d->entries_changed_at = now;
+	d->st.st_mtim = d->st.st_ctim = now;
 }
 
 bool node_list_fresh(const struct node_table *t, const struct node *n,

@@ -37,10 +37,19 @@ struct node {
 	bool attr_set;
 
 	/* Cached listing of this directory: every child that exists has a
-	 * node with fresh attributes, so a name without one is absent. */
+	 * node with fresh attributes, so a name without one is absent. It is
+	 * dropped when a node it named is freed: the listing then no longer
+	 * vouches for that name. */
 	uint64_t list_gen;
 	struct timespec list_expires;
 	bool list_set;
+
+	/* Changes the mount itself made to this directory's entries: a
+	 * listing fetched while this moved may predate one of them. */
+	uint64_t entry_changes;
+	/* When the mount last changed an entry here: the directory's mtime
+	 * and ctime are at least this, whatever an older stat said. */
+	struct timespec entries_changed_at;
 
 	/* Identity of the content the kernel's page cache holds. */
 	struct timespec cached_mtime;
@@ -82,6 +91,12 @@ int node_move(struct node_table *t, struct node *n, struct node *new_parent,
 /* Takes n out of the tree (it was removed); it stays findable by inode
  * until the kernel forgets it. */
 void node_detach(struct node_table *t, struct node *n);
+/* True for a node taken out of the tree: the sandbox has no name for it,
+ * so its attributes are only the ones kept here. */
+static inline bool node_removed(const struct node *n)
+{
+	return !n->parent && n->ino != NODE_ROOT_INO;
+}
 /* Frees n when nothing refers to it any more. Returns true if freed. */
 bool node_release_if_unused(struct node_table *t, struct node *n);
 
@@ -94,6 +109,9 @@ bool node_attr_fresh(const struct node_table *t, const struct node *n,
 void node_set_attr(struct node_table *t, struct node *n, const struct stat *st,
 		   const char *link_target, const struct timespec *expires);
 void node_forget_attr(struct node *n);
+/* Records that the mount changed an entry of directory d now: its mtime
+ * and ctime move to now, as a local file system's would. */
+void node_entries_changed(struct node *d);
 bool node_list_fresh(const struct node_table *t, const struct node *n,
 		     const struct timespec *now);
 

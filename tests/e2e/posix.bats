@@ -320,3 +320,146 @@ rename ENAMETOOLONG" mkdir d 755 mkdir file 755 rmdir d rmdir file rmdir nodir \
 	assert_eq "$(ls -A | tr '\n' ' ')" "d f " "no new name on the mount"
 	assert_eq "$(sb stat -c %h "$WS/f")" 1 "link count in the sandbox"
 }
+
+# kind PATH: what lstat says PATH is ("regular empty file", "directory"),
+# or the errno name when it fails.
+kind() {
+	local out
+	out=$(stat -c %F -- "$1" 2>&1) && echo "$out" && return
+	[[ $out == *"No such file"* ]] && echo ENOENT || echo "$out"
+}
+
+@test "after the kernel drops its caches, a renamed file or directory is found at once" {
+	mkdir fresh # listed by the mount itself: its listing is complete
+	cd fresh
+	expect_po $'open OK\nclose OK\nrename OK' open 0 a w,creat 644 close 0 rename a b -
+	drop_kernel_caches
+	assert_eq "$(kind b)" "regular empty file" "file b after rename and cache drop"
+	assert_eq "$(kind a)" ENOENT "old name a"
+	expect_po $'mkdir OK\nrename OK' mkdir c 755 rename c d -
+	drop_kernel_caches
+	assert_eq "$(kind d)" directory "directory d after rename and cache drop"
+	assert_eq "$(kind c)" ENOENT "old name c"
+	expect_po $'mkdir OK\nmkdir OK\nrename OK' mkdir e 755 mkdir f 755 rename e f -
+	drop_kernel_caches
+	assert_eq "$(kind f)" directory "directory f after rename over an empty one"
+	assert_eq "$(kind e)" ENOENT "old name e"
+	assert_eq "$(sb_ls "$WS/fresh" | tr '\n' ' ')" "b d f " "sandbox listing"
+}
+
+@test "close and reopen with cache drops in between never loses the file" {
+	mkdir fresh
+	cd fresh
+	local i want got data
+	for ((i = 0; i < 30; i++)); do
+		# Odd rounds leave the file empty: no spool is kept for it then,
+		# so the node lives only as long as its attributes say.
+		data=(pwrite 0 $((i % 7)) abc)
+		want=$'open OK\npwrite OK 3\nclose OK\nrename OK'
+		if ((i % 2)); then
+			data=()
+			want=$'open OK\nclose OK\nrename OK'
+		fi
+		got=$(po open 0 f w,creat,trunc 644 "${data[@]}" close 0 rename f g -)
+		assert_eq "$got" "$want" "round $i: write, close, rename" || return 1
+		drop_kernel_caches
+		want=$'open OK\nclose OK\nrename OK'
+		got=$(po open 0 g rw 0 close 0 rename g f -)
+		assert_eq "$got" "$want" "round $i: reopen after a cache drop" || return 1
+	done
+	tally "close/reopen cycles with cache drops" "$i"
+}
+
+# ns_times PATH: mtime and ctime of PATH in nanoseconds.
+ns_times() { stat -c '%.9Y %.9Z' -- "$1" | tr -d .; }
+
+# clock_past NS: the (coarse) clock the kernel stamps files with has moved
+# past NS, so a change made now gets a later time than one made then.
+clock_past() { (($(date +%s%N) > $1 + 20000000)); }
+
+# dir_times_follow DIR: create, unlink, rename, mkdir, rmdir and symlink in
+# DIR each change DIR's mtime and ctime, seen through DIR at once.
+dir_times_follow() {
+	local dir=$1 step m0 c0 m1 c1
+	local steps=("open 0 $dir/a w,creat 644 close 0" "rename $dir/a $dir/b -"
+		     "unlink $dir/b" "mkdir $dir/d 755" "rename $dir/d $dir/e -"
+		     "rmdir $dir/e" "symlink x $dir/s" "unlink $dir/s")
+	for step in "${steps[@]}"; do
+		read -r m0 c0 < <(ns_times "$dir")
+		poll 10 clock_past "$((m0 > c0 ? m0 : c0))" || fail "clock stuck" || return 1
+		# shellcheck disable=SC2086 # the step is a posixop argument list
+		po $step >/dev/null
+		read -r m1 c1 < <(ns_times "$dir")
+		((m1 > m0)) || fail "$dir: mtime unchanged by: $step" || return 1
+		((c1 > c0)) || fail "$dir: ctime unchanged by: $step" || return 1
+	done
+}
+
+@test "a directory's mtime and ctime follow creates, removes and renames in it" {
+	mkdir "$T/local" d
+	dir_times_follow "$T/local" # the reference: a local directory
+	dir_times_follow d
+	tally "parent time changes checked" 16
+}
+
+@test "write-back: a directory's mtime and ctime follow creates, removes and renames in it" {
+	mount_sbfs -n wb -o writeback
+	cd "$MNT"
+	mkdir "$T/local" d
+	dir_times_follow "$T/local"
+	dir_times_follow d
+}
+
+@test "fstat of an open file that was unlinked gives nlink 0" {
+	expect_po $'open OK\nfnlink OK 1\nunlink OK\nfnlink OK 0\nclose OK' \
+		open 0 new w,creat 644 fnlink 0 unlink new fnlink 0 close 0
+	printf 'data' >old
+	sb test -f "$WS/old"
+	expect_po $'open OK\nunlink OK\nfnlink OK 0\nread OK data\nclose OK' \
+		open 0 old r 0 unlink old fnlink 0 read 0 4 close 0
+	printf 'data' >over
+	printf 'new' >src
+	expect_po $'open OK\nrename OK\nfnlink OK 0\nclose OK' \
+		open 0 over r 0 rename src over - fnlink 0 close 0
+}
+
+@test "rename of paths near PATH_MAX works where the sandbox allows it" {
+	local name i deep="" last
+	name=$(printf 'n%.0s' {1..255})
+	for ((i = 0; i < 15; i++)); do deep+=$name/; done
+	# The last level makes "$WS/$deep/bb" 4095 bytes: PATH_MAX with its NUL.
+	last=$(printf 'm%.0s' $(seq $((4095 - ${#WS} - 1 - ${#deep} - 3))))
+	deep+=$last
+	assert_eq "$((${#WS} + 1 + ${#deep} + 3))" 4095 "longest path" || return 1
+	sb sh -c 'mkdir -p "$1" && : >"$1/pp" && mv "$1/pp" "$1/qq" && rm -r "$2"' \
+		sh "$WS/$deep" "$WS/$name" ||
+		skip "the sandbox's own file system refuses a 4095-byte path"
+	mkdir -p "$deep"
+	printf 'deep' >"$deep/a"
+	expect_po "rename OK" rename "$deep/a" "$deep/bb" -
+	assert_eq "$(sb cat "$WS/$deep/bb")" deep "renamed file in the sandbox"
+	expect_po "rename OK" rename "$deep" "${deep%/*}/m" -
+	sb test -f "$WS/${deep%/*}/m/bb" || fail "renamed directory not in the sandbox"
+	assert_eq "$(cat "${deep%/*}/m/bb")" deep "through the mount"
+	expect_po "rename OK" rename "${deep%/*}/m" "$deep" -
+	expect_po "rename OK" rename "$deep/bb" "$deep/cc" -
+	assert_eq "$(sb cat "$WS/$deep/cc")" deep "renamed back in the sandbox"
+}
+
+@test "truncate changes ctime, as the sandbox sees it" {
+	printf 'some data' >f
+	sb test -f "$WS/f"
+	local c0 c1 step
+	for step in "truncate f 4" "open 0 f rw 0 ftruncate 0 2 close 0"; do
+		c0=$(sb stat -c %Z "$WS/f") # whole seconds: what every stat(1) gives
+		poll 10 clock_past "$(((c0 + 1) * 1000000000))" || fail "clock stuck"
+		# shellcheck disable=SC2086 # the step is a posixop argument list
+		po $step >/dev/null
+		c1=$(sb stat -c %Z "$WS/f")
+		((c1 > c0)) || fail "sandbox ctime unchanged by $step: $c0 -> $c1" || return 1
+		sbfs refresh "$MNT" >/dev/null
+		c1=$(stat -c %Z f)
+		((c1 > c0)) || fail "mount ctime unchanged by $step: $c0 -> $c1" || return 1
+	done
+	assert_eq "$(sb cat "$WS/f")" so "content after both truncates"
+}

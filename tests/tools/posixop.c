@@ -10,6 +10,7 @@
  *   open SLOT PATH FLAGS MODE   FLAGS: comma list of r w rw creat excl
  *                               trunc append directory nofollow; MODE octal
  *   close SLOT | fsync SLOT | fstat SLOT (prints size)
+ *   fnlink SLOT                         (fstat; prints the link count)
  *   read SLOT N | pread SLOT N OFF      (prints the data, escaped)
  *   write SLOT DATA | pwrite SLOT OFF DATA (prints bytes written)
  *   lseek SLOT OFF set|cur|end          (prints the new offset)
@@ -145,6 +146,7 @@ static int run_one(int argc, char **argv)
 	const char *op = argv[0];
 	struct { const char *name; int args; } arity[] = {
 		{ "open", 4 }, { "close", 1 }, { "fsync", 1 }, { "fstat", 1 },
+		{ "fnlink", 1 },
 		{ "read", 2 }, { "pread", 3 }, { "write", 2 }, { "pwrite", 3 },
 		{ "lseek", 3 }, { "ftruncate", 2 }, { "truncate", 2 },
 		{ "rename", 3 }, { "link", 2 }, { "symlink", 2 },
@@ -177,6 +179,10 @@ static int run_one(int argc, char **argv)
 		struct stat st;
 		int r = fstat(slot_fd[slot(a[0])], &st);
 		result_value(op, r < 0 ? r : (long long)st.st_size);
+	} else if (!strcmp(op, "fnlink")) {
+		struct stat st;
+		int r = fstat(slot_fd[slot(a[0])], &st);
+		result_value(op, r < 0 ? r : (long long)st.st_nlink);
 	} else if (!strcmp(op, "read") || !strcmp(op, "pread")) {
 		long long n = num(a[1], 10);
 		if (n < 0 || n > 1 << 20)
