@@ -618,6 +618,16 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	fuse_reply_err(req, EPERM);
 }
 
+/* Files below dir still waiting for their upload (write-back): not in
+ * the sandbox yet, but dir is not empty. Table lock held. */
+static bool pending_upload_below(const struct node *dir)
+{
+	for (const struct node *c = dir->children; c; c = c->next_sibling)
+		if (c->file && c->file->dirty && !c->file->unlinked)
+			return true;
+	return false;
+}
+
 static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 bool is_dir)
 {
@@ -635,12 +645,7 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
 	uint64_t ino = n ? n->ino : 0;
 	struct file_state *f = n ? pin_file(fs, n) : NULL;
-	/* Files below still waiting for their upload (write-back) are not in
-	 * the sandbox yet, but the directory is not empty. */
-	bool pending_below = false;
-	for (struct node *c = is_dir && n ? n->children : NULL; c; c = c->next_sibling)
-		if (c->file && c->file->dirty && !c->file->unlinked)
-			pending_below = true;
+	bool pending_below = is_dir && n && pending_upload_below(n);
 	/* Write-back queues the remove (wb_removes.h): a file always, a
 	 * directory only when a fresh listing says it is empty now. */
 	struct timespec now = fs_now();
@@ -762,7 +767,16 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct file_state *of = old && old != n ? pin_file(fs, old) : NULL;
 	uint64_t oino = old ? old->ino : 0;
 	bool old_is_dir = old && S_ISDIR(old->st.st_mode);
+	/* The sandbox's copy of a directory whose files are still pending
+	 * upload may be empty: the rename would succeed there and replace
+	 * them. The kernel checks the types; emptiness is ours to know. */
+	bool old_not_empty = fs->wb && old_is_dir && old != n &&
+			     pending_upload_below(old);
 	pthread_mutex_unlock(&fs->t.lock);
+	if (old_not_empty) {
+		err = -ENOTEMPTY;
+		goto out;
+	}
 
 	if (fs->wb && f && !subtree && !flags && !old_is_dir &&
 	    rename_pending(fs, nino, f, of, newparent, newname, &err))

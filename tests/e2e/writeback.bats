@@ -354,3 +354,61 @@ f3"
 	assert_eq "$(cat "$MNT/x")" a "the kept file shows in the mount again"
 	[[ -d $MNT/y ]] || fail "the kept directory does not show again"
 }
+
+# ---- queued calls return early only where their result is certain ----
+
+# po ARGS...: one posixop run in the mount root (exact errno names).
+po() {
+	local posixop=$SBFS_BUILD/tests/tools/posixop
+	[[ -x $posixop ]] || fail "no posixop helper at $posixop (build first)" || return 1
+	(cd "$MNT" && "$posixop" "$@")
+}
+
+# local_po DIR ARGS...: the same calls on a local directory, for comparison.
+local_po() {
+	local dir=$1
+	shift
+	(cd "$dir" && "$SBFS_BUILD/tests/tools/posixop" "$@")
+}
+
+@test "writeback: rename of a directory over a non-empty one is ENOTEMPTY and keeps its contents" {
+	# The first upload stalls until its 3 s deadline: d2/keep is still
+	# only in the spool when the rename comes, so the sandbox's d2 is
+	# empty and only the mount knows better. d3's file is the sandbox's.
+	wb_mount inject_faults=stall:write:1,call_timeout=3
+	sb sh -c 'mkdir d3 && echo inner >d3/inner'
+	mkdir "$MNT/d1" "$MNT/d2"
+	echo keep >"$MNT/d2/keep"
+	mkdir -p "$T/loc/d1" "$T/loc/d2" "$T/loc/d3"
+	echo keep >"$T/loc/d2/keep"
+	echo inner >"$T/loc/d3/inner"
+	want=$(local_po "$T/loc" rename d1 d2 - rename d1 d3 -)
+	assert_eq "$want" "rename ENOTEMPTY
+rename ENOTEMPTY" "a local directory"
+	assert_eq "$(po rename d1 d2 - rename d1 d3 -)" "$want" "the mount"
+	sb sh -c 'test -d d1'
+	assert_eq "$(sb cat d2/keep)" keep "d2's pending file reached the sandbox"
+	assert_eq "$(sb cat d3/inner)" inner
+	assert_eq "$(cat "$MNT/d2/keep")" keep
+	assert_eq "$(ls "$MNT/d3")" inner
+}
+
+@test "writeback: rename of a directory over an empty one succeeds, after the queued removes that emptied it" {
+	wb_mount
+	mkdir "$MNT/d1" "$MNT/d2" "$MNT/d3"
+	echo a >"$MNT/d1/a"
+	echo old >"$MNT/d3/old"
+	run sbfs sync "$MNT"
+	assert_status 0
+	ls "$MNT/d2" "$MNT/d3" >/dev/null
+	rm "$MNT/d3/old" # queued: the sandbox's d3 is empty only once it lands
+	assert_eq "$(po rename d1 d2 - rename d2 d3 -)" "rename OK
+rename OK"
+	assert_eq "$(sb cat d3/a)" a
+	run sb sh -c 'test -e d1 || test -e d2 || test -e d3/old'
+	assert_status 1
+	assert_eq "$(ls "$MNT")" d3
+	assert_eq "$(ls "$MNT/d3")" a
+	assert_eq "$(wb removes_failed)" 0
+}
+
