@@ -14,6 +14,7 @@
 #include "../util/log.h"
 #include "fs_internal.h"
 #include "symlink_policy.h"
+#include "wb_removes.h"
 #include "writeback.h"
 
 #define NAME_MAX_BYTES 255
@@ -511,9 +512,26 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 }
 
 /* Common tail of mkdir/symlink/mknod: record the new child and reply. */
+/* What the sandbox looked like before a creating call, as far as the
+ * caches go: a new directory's empty listing dates from then. */
+struct before_create {
+	uint64_t gen, exec_mark;
+};
+
+#define NOT_A_DIR ((struct before_create){0}) /* no listing to date */
+
+static struct before_create before_create(struct fs *fs)
+{
+	pthread_mutex_lock(&fs->t.lock);
+	struct before_create bc = {.gen = fs->t.gen,
+				   .exec_mark = sb_exec_quiet_mark(fs->b)};
+	pthread_mutex_unlock(&fs->t.lock);
+	return bc;
+}
+
 static void reply_new_child(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 			    const char *name, mode_t mode, off_t size,
-			    const char *link)
+			    const char *link, struct before_create bc)
 {
 	struct fuse_entry_param e;
 	int err = 0;
@@ -527,7 +545,8 @@ static void reply_new_child(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 			/* A new directory is empty: lookups inside it need
 			 * no round trip. */
 			n->list_set = true;
-			n->list_gen = fs->t.gen;
+			n->list_gen = bc.gen;
+			n->list_exec_mark = bc.exec_mark;
 			n->list_expires = fs_expiry(fs->cfg.dir_timeout);
 		}
 		n->nlookup++;
@@ -550,6 +569,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 	int err;
 	char *path = child_path_of(fs, parent, name, &err);
+	struct before_create bc = before_create(fs);
 	if (path)
 		err = sb_mkdir(fs->b, path, mode & 07777);
 	free(path);
@@ -557,7 +577,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -err);
 	else
 		reply_new_child(req, fs, parent, name, S_IFDIR | (mode & 07777),
-				4096, NULL);
+				4096, NULL, bc);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
@@ -575,7 +595,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		fuse_reply_err(req, -err);
 	else
 		reply_new_child(req, fs, parent, name, S_IFLNK | 0777,
-				(off_t)strlen(link), link);
+				(off_t)strlen(link), link, NOT_A_DIR);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -604,7 +624,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -err);
 	else
 		reply_new_child(req, fs, parent, name, S_IFREG | (mode & 07777),
-				0, NULL);
+				0, NULL, NOT_A_DIR);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
@@ -628,6 +648,24 @@ static bool pending_upload_below(const struct node *dir)
 	return false;
 }
 
+/* Whether dir is certainly empty in the sandbox (wbr_rmdir_can_queue).
+ * A change made behind the mount's back otherwise (a process a command
+ * left running) still makes a queued rmdir fail: that is reported at the
+ * next barrier and the directory shows again (wb_removes.c). Table lock
+ * held. */
+static bool known_empty(struct fs *fs, const struct node *dir,
+			const struct timespec *now)
+{
+	struct wbr_dir_view v = {
+		.has_children = dir->children != NULL,
+		.pending_upload = pending_upload_below(dir),
+		.list_fresh = node_list_fresh(&fs->t, dir, now),
+		.list_exec_mark = dir->list_exec_mark,
+		.exec_mark = sb_exec_quiet_mark(fs->b),
+	};
+	return wbr_rmdir_can_queue(&v);
+}
+
 static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 bool is_dir)
 {
@@ -647,10 +685,11 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct file_state *f = n ? pin_file(fs, n) : NULL;
 	bool pending_below = is_dir && n && pending_upload_below(n);
 	/* Write-back queues the remove (wb_removes.h): a file always, a
-	 * directory only when a fresh listing says it is empty now. */
+	 * directory only when it is known empty; otherwise the sandbox
+	 * answers now, after the queued removes it depends on (the
+	 * dispatcher lands them ahead of the call). */
 	struct timespec now = fs_now();
-	bool queue = fs->wb && n &&
-		     (!is_dir || (!n->children && node_list_fresh(&fs->t, n, &now)));
+	bool queue = fs->wb && n && (!is_dir || known_empty(fs, n, &now));
 	pthread_mutex_unlock(&fs->t.lock);
 	if (pending_below) {
 		free(path);
@@ -1166,6 +1205,10 @@ static int load_listing(struct fs *fs, uint64_t ino)
 	char *path = p ? fs_node_guest_path(fs, p, &err) : NULL;
 	if (!path)
 		return p ? err : -ENOENT;
+	/* Taken before the call: a command ending (or starting) while the
+	 * listing is under way makes it stale, not fresh. */
+	uint64_t gen = fs->t.gen;
+	uint64_t exec_mark = sb_exec_quiet_mark(fs->b);
 	pthread_mutex_unlock(&fs->t.lock);
 	struct sb_dirlist list = {0};
 	err = sb_list_dir(fs->b, path, &list);
@@ -1180,6 +1223,8 @@ static int load_listing(struct fs *fs, uint64_t ino)
 	}
 	uint64_t mark = ++p->seen_mark;
 	struct timespec exp = fs_expiry(fs->cfg.attr_timeout);
+	p->list_gen = gen;
+	p->list_exec_mark = exec_mark;
 	for (size_t i = 0; i < list.n; i++) {
 		struct sb_dirent *d = &list.v[i];
 		if (check_name(d->name) < 0 || strcmp(d->name, ".") == 0 ||
@@ -1208,7 +1253,6 @@ static int load_listing(struct fs *fs, uint64_t ino)
 		c = next;
 	}
 	p->list_set = true;
-	p->list_gen = fs->t.gen;
 	p->list_expires = fs_expiry(fs->cfg.dir_timeout);
 	return 0;
 }

@@ -41,6 +41,9 @@ struct node {
 	uint64_t list_gen;
 	struct timespec list_expires;
 	bool list_set;
+	/* sb_exec_quiet_mark from before the listing's call: while it still
+	 * matches, no sbexec command can have changed the directory since. */
+	uint64_t list_exec_mark;
 
 	/* Identity of the content the kernel's page cache holds. */
 	struct timespec cached_mtime;

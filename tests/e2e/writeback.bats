@@ -412,3 +412,38 @@ rename OK"
 	assert_eq "$(wb removes_failed)" 0
 }
 
+@test "writeback: rmdir of a directory sbexec filled behind a cached listing is ENOTEMPTY" {
+	wb_mount
+	mkdir "$MNT/d"
+	assert_eq "$(ls "$MNT/d")" "" "the mount's listing of d"
+	sb touch d/x
+	assert_eq "$(po rmdir d)" "rmdir ENOTEMPTY"
+	sb test -e d/x
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(wb removes_failed)" 0
+	assert_eq "$(ls "$MNT/d")" x
+}
+
+@test "writeback: rmdir while a running sbexec fills the directory is ENOTEMPTY, nothing lost" {
+	wb_mount
+	mkdir "$MNT/d"
+	assert_eq "$(ls "$MNT/d")" "" "the mount's listing of d"
+	# The command fills d after the mount listed it, then waits for go
+	# (made on the mount and fsync'd, so it reaches the sandbox).
+	sb sh -c 'touch d/x && echo filled && until [ -e go ]; do sleep 0.05; done' \
+		>"$T/exec.out" 2>&1 &
+	execpid=$!
+	poll 30 grep -q filled "$T/exec.out" || fail "the command did not fill d: $(cat "$T/exec.out")"
+	assert_eq "$(po rmdir d)" "rmdir ENOTEMPTY"
+	assert_eq "$(po open 0 go w,creat 644 fsync 0 close 0)" "open OK
+fsync OK
+close OK"
+	wait "$execpid" || fail "the command failed: $(cat "$T/exec.out")"
+	sb test -e d/x
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(wb removes_failed)" 0
+	assert_eq "$(ls "$MNT/d")" x
+}
+

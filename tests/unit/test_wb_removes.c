@@ -1,8 +1,11 @@
 /* Write-back's queued removes, the pure parts: the ordered queue and its
- * gone-set (exact paths and ancestors), and the batch-remove report parser
- * of the shell fallback. */
+ * gone-set (exact paths and ancestors), the batch-remove report parser
+ * of the shell fallback, and when an rmdir may queue at all (the exec
+ * marks). */
 #include "tests/unit/unit.h"
+#include "backends/backend.h"
 #include "backends/shell_ops.h"
+#include "fs/wb_removes.h"
 #include "fs/wb_removes_queue.h"
 
 #include <errno.h>
@@ -154,10 +157,59 @@ static void report_parser(void)
 	CHECK_INT(shell_parse_remove_report(big, sizeof big, v, 4), -EPROTO);
 }
 
+/* An rmdir queues only where ENOTEMPTY is ruled out. */
+static void rmdir_can_queue(void)
+{
+	const struct wbr_dir_view certain = {
+		.list_fresh = true, .list_exec_mark = 3, .exec_mark = 3,
+	};
+	CHECK(wbr_rmdir_can_queue(&certain));
+
+	struct wbr_dir_view v = certain;
+	v.has_children = true; /* a name the mount still has */
+	CHECK(!wbr_rmdir_can_queue(&v));
+	v = certain;
+	v.pending_upload = true;
+	CHECK(!wbr_rmdir_can_queue(&v));
+	v = certain;
+	v.list_fresh = false; /* expired, or an sbexec ended since */
+	CHECK(!wbr_rmdir_can_queue(&v));
+	v = certain;
+	v.exec_mark = 4; /* a command started (and maybe ended) since */
+	CHECK(!wbr_rmdir_can_queue(&v));
+	v = certain;
+	v.exec_mark = SB_EXEC_BUSY; /* one runs now */
+	CHECK(!wbr_rmdir_can_queue(&v));
+	/* listed while one ran, and one runs still: busy both times is
+	 * not "nothing ran in between" */
+	v.list_exec_mark = SB_EXEC_BUSY;
+	CHECK(!wbr_rmdir_can_queue(&v));
+}
+
+static void exec_quiet_mark(void)
+{
+	struct sb_backend b;
+	memset(&b, 0, sizeof b);
+	uint64_t before = sb_exec_quiet_mark(&b);
+	CHECK(before != SB_EXEC_BUSY);
+	CHECK_INT(sb_exec_quiet_mark(&b), before); /* nothing ran */
+	atomic_fetch_add(&b.execs_started, 1);
+	CHECK(sb_exec_quiet_mark(&b) == SB_EXEC_BUSY);
+	atomic_fetch_add(&b.execs_started, 1);
+	atomic_fetch_add(&b.execs_ended, 1);
+	CHECK(sb_exec_quiet_mark(&b) == SB_EXEC_BUSY); /* one of two ended */
+	atomic_fetch_add(&b.execs_ended, 1);
+	uint64_t after = sb_exec_quiet_mark(&b);
+	CHECK(after != SB_EXEC_BUSY);
+	CHECK(after != before);
+}
+
 int main(void)
 {
 	queue_order_and_set();
 	queue_twice_and_budget();
 	report_parser();
+	rmdir_can_queue();
+	exec_quiet_mark();
 	return unit_done("wb_removes");
 }
