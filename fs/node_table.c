@@ -246,6 +246,10 @@ bool node_release_if_unused(struct node_table *t, struct node *n)
 	struct node *parent = n->parent;
 	unlink_sibling(n);
 	node_free(t, n);
+	/* The parent's listing no longer has a node for every child it
+	 * named, so a name without one is no longer known to be absent. */
+	if (parent)
+		parent->list_set = false;
 	if (parent && !parent->attr_set)
 		node_release_if_unused(t, parent);
 	return true;

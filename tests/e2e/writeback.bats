@@ -447,3 +447,18 @@ close OK"
 	assert_eq "$(ls "$MNT/d")" x
 }
 
+@test "writeback: rmdir of a directory whose child the kernel forgot is ENOTEMPTY" {
+	wb_mount
+	mkdir "$MNT/d" "$MNT/x"
+	assert_eq "$(ls "$MNT/d")" "" "the mount's listing of d"
+	mv "$MNT/x" "$MNT/d/x"
+	# the kernel forgets d/x; the mount's listing of d must not forget it
+	drop_kernel_caches
+	assert_eq "$(po rmdir d)" "rmdir ENOTEMPTY"
+	sb test -d d/x
+	assert_eq "$(ls "$MNT/d")" x
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(wb removes_failed)" 0
+}
+

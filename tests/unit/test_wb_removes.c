@@ -1,10 +1,11 @@
 /* Write-back's queued removes, the pure parts: the ordered queue and its
  * gone-set (exact paths and ancestors), the batch-remove report parser
  * of the shell fallback, and when an rmdir may queue at all (the exec
- * marks). */
+ * marks, the listing a forgotten child invalidates). */
 #include "tests/unit/unit.h"
 #include "backends/backend.h"
 #include "backends/shell_ops.h"
+#include "fs/node_table.h"
 #include "fs/wb_removes.h"
 #include "fs/wb_removes_queue.h"
 
@@ -204,6 +205,41 @@ static void exec_quiet_mark(void)
 	CHECK(after != before);
 }
 
+/* A listing says "a name without a node is absent": when the kernel
+ * forgets a child the table then frees, that no longer holds. */
+static void forgotten_child_invalidates_listing(void)
+{
+	struct node_table t;
+	CHECK_INT(node_table_init(&t, 0755), 0);
+	struct timespec now, later;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	later = now;
+	later.tv_sec += 60;
+	struct node *d = node_child_get(&t, t.root, "d");
+	CHECK(d != NULL);
+	struct stat st = {.st_mode = S_IFDIR | 0755, .st_nlink = 2};
+	node_set_attr(&t, d, &st, NULL, &later);
+	d->list_set = true;
+	d->list_gen = t.gen;
+	d->list_expires = later;
+	struct node *x = node_child_get(&t, d, "x"); /* moved in: no attributes */
+	CHECK(x != NULL);
+	x->nlookup = 1;
+	CHECK(node_list_fresh(&t, d, &now));
+	x->nlookup = 0; /* the kernel forgot it */
+	CHECK(node_release_if_unused(&t, x));
+	CHECK(node_child(&t, d, "x") == NULL);
+	CHECK(!node_list_fresh(&t, d, &now));
+
+	/* a removed child (detached) leaves the listing whole */
+	d->list_set = true;
+	struct node *y = node_child_get(&t, d, "y");
+	node_set_attr(&t, y, &st, NULL, &later);
+	node_detach(&t, y);
+	CHECK(node_list_fresh(&t, d, &now));
+	node_table_destroy(&t);
+}
+
 int main(void)
 {
 	queue_order_and_set();
@@ -211,5 +247,6 @@ int main(void)
 	report_parser();
 	rmdir_can_queue();
 	exec_quiet_mark();
+	forgotten_child_invalidates_listing();
 	return unit_done("wb_removes");
 }
