@@ -462,3 +462,45 @@ close OK"
 	assert_eq "$(wb removes_failed)" 0
 }
 
+@test "writeback: rm -rf of a tree sbexec made is still batched" {
+	wb_mount
+	sb sh -c 'for a in 1 2 3 4 5; do mkdir -p t/a$a/b && for i in 1 2 3 4 5 6 7 8 9 10; do echo $i >t/a$a/b/f$i; done; done'
+	entries=$(sb sh -c 'find t | wc -l')
+	r0=$(calls remove)
+	rm -rf "$MNT/t"
+	[[ ! -e $MNT/t ]] || fail "the tree still shows in the mount"
+	run sbfs sync "$MNT"
+	assert_status 0
+	run sb test -e t
+	assert_status 1
+	removes=$(($(calls remove) - r0))
+	echo "remove calls for $entries entries: $removes" >&3
+	((removes * 10 < entries)) || fail "$removes remove calls for $entries entries"
+	assert_eq "$(wb removes_failed)" 0
+}
+
+@test "writeback: a queued rm -rf the sandbox refuses is reported at sync and the mount re-lists the truth" {
+	wb_mount inject_faults=error:remove:1
+	mkdir -p "$MNT/d/sub"
+	for i in 1 2 3; do echo "$i" >"$MNT/d/f$i"; done
+	echo s >"$MNT/d/sub/s"
+	run sbfs sync "$MNT"
+	assert_status 0
+	rm -rf "$MNT/d"
+	[[ ! -e $MNT/d ]] || fail "d still shows in the mount"
+	run sbfs sync "$MNT"
+	[ "$status" -ne 0 ] || fail "sync succeeded: $output"
+	assert_output_has "remove of /d failed"
+	assert_output_has "remove of /d/f1 failed"
+	truth=$(sb sh -c 'cd d && ls -R')
+	assert_eq "$truth" "$(cd "$MNT/d" && ls -R)" "the mount's tree against the sandbox's"
+	assert_eq "$(cat "$MNT/d/sub/s")" s
+	# reported once; the files are still there for a second try
+	run sbfs sync "$MNT"
+	assert_status 0
+	rm -rf "$MNT/d"
+	run sbfs sync "$MNT"
+	assert_status 0
+	run sb test -e d
+	assert_status 1
+}
