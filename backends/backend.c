@@ -414,13 +414,24 @@ int sb_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	memset(res, 0, sizeof(*res));
 	before_call(b, SB_CALL_EXEC);
 	struct call c = {.kind = SB_CALL_EXEC};
+	atomic_fetch_add(&b->execs_started, 1);
 	int rc = attempt_begin(b, &c);
 	if (rc == 0)
 		rc = b->ops->exec(b, req, res);
 	else if (sb_backend_is_dead(b))
 		res->sandbox_terminated = true;
+	atomic_fetch_add(&b->execs_ended, 1);
 	count(b, SB_CALL_EXEC, rc, false);
 	return attempt_end(b, &c, rc, NULL);
+}
+
+uint64_t sb_exec_quiet_mark(struct sb_backend *b)
+{
+	/* ended first: it only grows and never passes started, so equal
+	 * values mean none was running when started was read. */
+	uint64_t ended = atomic_load(&b->execs_ended);
+	uint64_t started = atomic_load(&b->execs_started);
+	return started == ended ? started : SB_EXEC_BUSY;
 }
 
 int sb_read_stream(struct sb_backend *b, const char *path, off_t off,

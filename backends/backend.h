@@ -220,6 +220,9 @@ struct sb_backend {
 	char dead_reason[SB_REASON_MAX];
 	char error[SB_REASON_MAX];  /* last create/exec failure, one line */
 	struct sb_counters counters;
+	/* Commands started and ended (sb_exec): while they differ, the
+	 * sandbox may be changing under the mount; see sb_exec_quiet_mark. */
+	atomic_uint_fast64_t execs_started, execs_ended;
 	/* Set by the fs core in write-back mode (queued removes), NULL
 	 * otherwise; see struct sb_call_hooks. */
 	const struct sb_call_hooks *hooks;
@@ -267,6 +270,11 @@ void sb_backend_free(struct sb_backend *b);
 int sb_backend_fail(struct sb_backend *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 bool sb_backend_is_dead(const struct sb_backend *b);
+/* SB_EXEC_BUSY while a command runs, else how many have started: two equal
+ * marks mean no command ran in between (a view of the sandbox taken under
+ * the first is still all the sandbox did, as far as sbexec goes). */
+#define SB_EXEC_BUSY UINT64_MAX
+uint64_t sb_exec_quiet_mark(struct sb_backend *b);
 
 /* ---- dispatch: what the fs core and control server call ----
  * Each counts the call, refuses at once when the backend is dead, and uses

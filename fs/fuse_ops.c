@@ -14,6 +14,7 @@
 #include "../util/log.h"
 #include "fs_internal.h"
 #include "symlink_policy.h"
+#include "wb_removes.h"
 #include "writeback.h"
 
 #define NAME_MAX_BYTES 255
@@ -524,9 +525,26 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 }
 
 /* Common tail of mkdir/symlink/mknod: record the new child and reply. */
+/* What the sandbox looked like before a creating call, as far as the
+ * caches go: a new directory's empty listing dates from then. */
+struct before_create {
+	uint64_t gen, exec_mark;
+};
+
+#define NOT_A_DIR ((struct before_create){0}) /* no listing to date */
+
+static struct before_create before_create(struct fs *fs)
+{
+	pthread_mutex_lock(&fs->t.lock);
+	struct before_create bc = {.gen = fs->t.gen,
+				   .exec_mark = sb_exec_quiet_mark(fs->b)};
+	pthread_mutex_unlock(&fs->t.lock);
+	return bc;
+}
+
 static void reply_new_child(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 			    const char *name, mode_t mode, off_t size,
-			    const char *link)
+			    const char *link, struct before_create bc)
 {
 	struct fuse_entry_param e;
 	int err = 0;
@@ -542,7 +560,8 @@ static void reply_new_child(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 			/* A new directory is empty: lookups inside it need
 			 * no round trip. */
 			n->list_set = true;
-			n->list_gen = fs->t.gen;
+			n->list_gen = bc.gen;
+			n->list_exec_mark = bc.exec_mark;
 			n->list_expires = fs_expiry(fs->cfg.dir_timeout);
 		}
 		n->nlookup++;
@@ -565,6 +584,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 	int err;
 	char *path = child_path_of(fs, parent, name, &err);
+	struct before_create bc = before_create(fs);
 	if (path)
 		err = sb_mkdir(fs->b, path, mode & 07777);
 	free(path);
@@ -572,7 +592,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -err);
 	else
 		reply_new_child(req, fs, parent, name, S_IFDIR | (mode & 07777),
-				4096, NULL);
+				4096, NULL, bc);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
@@ -590,7 +610,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		fuse_reply_err(req, -err);
 	else
 		reply_new_child(req, fs, parent, name, S_IFLNK | 0777,
-				(off_t)strlen(link), link);
+				(off_t)strlen(link), link, NOT_A_DIR);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -619,7 +639,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -err);
 	else
 		reply_new_child(req, fs, parent, name, S_IFREG | (mode & 07777),
-				0, NULL);
+				0, NULL, NOT_A_DIR);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
@@ -631,6 +651,34 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	/* Hard links are not part of the backend contract; tools such as git
 	 * fall back to rename. */
 	fuse_reply_err(req, EPERM);
+}
+
+/* Files below dir still waiting for their upload (write-back): not in
+ * the sandbox yet, but dir is not empty. Table lock held. */
+static bool pending_upload_below(const struct node *dir)
+{
+	for (const struct node *c = dir->children; c; c = c->next_sibling)
+		if (c->file && c->file->dirty && !c->file->unlinked)
+			return true;
+	return false;
+}
+
+/* Whether dir is certainly empty in the sandbox (wbr_rmdir_can_queue).
+ * A change made behind the mount's back otherwise (a process a command
+ * left running) still makes a queued rmdir fail: that is reported at the
+ * next barrier and the directory shows again (wb_removes.c). Table lock
+ * held. */
+static bool known_empty(struct fs *fs, const struct node *dir,
+			const struct timespec *now)
+{
+	struct wbr_dir_view v = {
+		.has_children = dir->children != NULL,
+		.pending_upload = pending_upload_below(dir),
+		.list_fresh = node_list_fresh(&fs->t, dir, now),
+		.list_exec_mark = dir->list_exec_mark,
+		.exec_mark = sb_exec_quiet_mark(fs->b),
+	};
+	return wbr_rmdir_can_queue(&v);
 }
 
 static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -650,17 +698,13 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
 	uint64_t ino = n ? n->ino : 0;
 	struct file_state *f = n ? pin_file(fs, n) : NULL;
-	/* Files below still waiting for their upload (write-back) are not in
-	 * the sandbox yet, but the directory is not empty. */
-	bool pending_below = false;
-	for (struct node *c = is_dir && n ? n->children : NULL; c; c = c->next_sibling)
-		if (c->file && c->file->dirty && !c->file->unlinked)
-			pending_below = true;
+	bool pending_below = is_dir && n && pending_upload_below(n);
 	/* Write-back queues the remove (wb_removes.h): a file always, a
-	 * directory only when a fresh listing says it is empty now. */
+	 * directory only when it is known empty; otherwise the sandbox
+	 * answers now, after the queued removes it depends on (the
+	 * dispatcher lands them ahead of the call). */
 	struct timespec now = fs_now();
-	bool queue = fs->wb && n &&
-		     (!is_dir || (!n->children && node_list_fresh(&fs->t, n, &now)));
+	bool queue = fs->wb && n && (!is_dir || known_empty(fs, n, &now));
 	pthread_mutex_unlock(&fs->t.lock);
 	if (pending_below) {
 		free(path);
@@ -784,7 +828,16 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct file_state *of = old && old != n ? pin_file(fs, old) : NULL;
 	uint64_t oino = old ? old->ino : 0;
 	bool old_is_dir = old && S_ISDIR(old->st.st_mode);
+	/* The sandbox's copy of a directory whose files are still pending
+	 * upload may be empty: the rename would succeed there and replace
+	 * them. The kernel checks the types; emptiness is ours to know. */
+	bool old_not_empty = fs->wb && old_is_dir && old != n &&
+			     pending_upload_below(old);
 	pthread_mutex_unlock(&fs->t.lock);
+	if (old_not_empty) {
+		err = -ENOTEMPTY;
+		goto out;
+	}
 
 	if (fs->wb && f && !subtree && !flags && !old_is_dir &&
 	    rename_pending(fs, nino, f, of, newparent, newname, &err))
@@ -1187,13 +1240,24 @@ static bool newer_than_listing(const struct node *c, uint64_t first_uploads)
 	return file_state_first_uploads() != first_uploads;
 }
 
+/* What the mount knew just before a listing's call: a change of any of
+ * these while it was under way makes the listing stale, not fresh. */
+struct listing_start {
+	uint64_t first_uploads; /* file_state_first_uploads() */
+	uint64_t gen;		/* the table's coherence generation */
+	uint64_t exec_mark;	/* sb_exec_quiet_mark(): sbexec commands */
+};
+
 /* Replaces the cached listing of directory node p with list, fetched
  * while the table was unlocked. Table lock held. */
 static void apply_listing(struct fs *fs, struct node *p,
-			  const struct sb_dirlist *list, uint64_t first_uploads)
+			  const struct sb_dirlist *list,
+			  const struct listing_start *before)
 {
 	uint64_t mark = ++p->seen_mark;
 	struct timespec exp = fs_expiry(fs->cfg.attr_timeout);
+	p->list_gen = before->gen;
+	p->list_exec_mark = before->exec_mark;
 	for (size_t i = 0; i < list->n; i++) {
 		struct sb_dirent *d = &list->v[i];
 		if (check_name(d->name) < 0 || strcmp(d->name, ".") == 0 ||
@@ -1214,14 +1278,14 @@ static void apply_listing(struct fs *fs, struct node *p,
 	struct node *c = p->children;
 	while (c) {
 		struct node *next = c->next_sibling;
-		if (c->seen_mark != mark && !newer_than_listing(c, first_uploads))
+		if (c->seen_mark != mark &&
+		    !newer_than_listing(c, before->first_uploads))
 			node_detach(&fs->t, c);
 		else
 			c->seen_mark = mark;
 		c = next;
 	}
 	p->list_set = true;
-	p->list_gen = fs->t.gen;
 	p->list_expires = fs_expiry(fs->cfg.dir_timeout);
 }
 
@@ -1238,7 +1302,11 @@ static int load_listing(struct fs *fs, uint64_t ino)
 		if (!path)
 			return p ? err : -ENOENT;
 		uint64_t changes = p->entry_changes;
-		uint64_t uploads = file_state_first_uploads();
+		struct listing_start before = {
+			.first_uploads = file_state_first_uploads(),
+			.gen = fs->t.gen,
+			.exec_mark = sb_exec_quiet_mark(fs->b),
+		};
 		pthread_mutex_unlock(&fs->t.lock);
 		struct sb_dirlist list = {0};
 		err = sb_list_dir(fs->b, path, &list);
@@ -1253,7 +1321,7 @@ static int load_listing(struct fs *fs, uint64_t ino)
 			continue;
 		}
 		if (err == 0)
-			apply_listing(fs, p, &list, uploads);
+			apply_listing(fs, p, &list, &before);
 		sb_dirlist_free(&list);
 		return err;
 	}

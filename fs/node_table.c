@@ -244,10 +244,12 @@ bool node_release_if_unused(struct node_table *t, struct node *n)
 		return false;
 	name_unhash(t, n);
 	struct node *parent = n->parent;
-	if (parent)
-		parent->list_set = false; /* it named n, known no more */
 	unlink_sibling(n);
 	node_free(t, n);
+	/* The parent's listing no longer has a node for every child it
+	 * named, so a name without one is no longer known to be absent. */
+	if (parent)
+		parent->list_set = false;
 	if (parent && !parent->attr_set)
 		node_release_if_unused(t, parent);
 	return true;

@@ -43,6 +43,9 @@ struct node {
 	uint64_t list_gen;
 	struct timespec list_expires;
 	bool list_set;
+	/* sb_exec_quiet_mark from before the listing's call: while it still
+	 * matches, no sbexec command can have changed the directory since. */
+	uint64_t list_exec_mark;
 
 	/* Changes the mount itself made to this directory's entries: a
 	 * listing fetched while this moved may predate one of them. */

@@ -202,6 +202,13 @@ static void hook_filter(void *arg, const char *dir, struct sb_dirlist *l)
 
 /* ---- queue, background drain ---- */
 
+bool wbr_rmdir_can_queue(const struct wbr_dir_view *d)
+{
+	return !d->has_children && !d->pending_upload && d->list_fresh &&
+	       d->list_exec_mark != SB_EXEC_BUSY &&
+	       d->list_exec_mark == d->exec_mark;
+}
+
 int wbr_queue(struct wb_removes *r, const char *path, bool is_dir)
 {
 	if (!r)

@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define WBR_IDLE_MS 80
 #define WBR_DRAIN_AT 4096
@@ -33,6 +34,21 @@ void wbr_stop(struct wb_removes *r);
 /* Queues the removal of guest path. 0, or negative when it could not be
  * queued (the caller then removes synchronously). */
 int wbr_queue(struct wb_removes *r, const char *path, bool is_dir);
+/* What the mount knows of a directory about to be removed. */
+struct wbr_dir_view {
+	bool has_children;   /* the mount still has a node below it */
+	bool pending_upload; /* a file below still waits for its upload */
+	bool list_fresh;     /* its cached listing is fresh */
+	uint64_t list_exec_mark; /* sb_exec_quiet_mark before that listing */
+	uint64_t exec_mark;      /* sb_exec_quiet_mark now */
+};
+/* Whether its rmdir may queue: only when emptiness is certain, i.e. a
+ * fresh listing whose every name was removed through the mount (those
+ * removes queued ahead of it), nothing pending upload below, and no
+ * sbexec command run since the listing nor running now. Otherwise the
+ * sandbox must answer (ENOTEMPTY is not known). */
+bool wbr_rmdir_can_queue(const struct wbr_dir_view *d);
+
 /* Lands everything queued so far (and waits for a drain in progress). */
 void wbr_drain(struct wb_removes *r);
 /* Failures not yet reported: appended to msg ("; "-separated, as far as it

@@ -366,3 +366,152 @@ f3"
 	assert_eq "$(cat "$MNT/x")" a "the kept file shows in the mount again"
 	[[ -d $MNT/y ]] || fail "the kept directory does not show again"
 }
+
+# ---- queued calls return early only where their result is certain ----
+
+# po ARGS...: one posixop run in the mount root (exact errno names).
+po() {
+	local posixop=$SBFS_BUILD/tests/tools/posixop
+	[[ -x $posixop ]] || fail "no posixop helper at $posixop (build first)" || return 1
+	(cd "$MNT" && "$posixop" "$@")
+}
+
+# local_po DIR ARGS...: the same calls on a local directory, for comparison.
+local_po() {
+	local dir=$1
+	shift
+	(cd "$dir" && "$SBFS_BUILD/tests/tools/posixop" "$@")
+}
+
+@test "writeback: rename of a directory over a non-empty one is ENOTEMPTY and keeps its contents" {
+	# The first upload stalls until its 3 s deadline: d2/keep is still
+	# only in the spool when the rename comes, so the sandbox's d2 is
+	# empty and only the mount knows better. d3's file is the sandbox's.
+	wb_mount inject_faults=stall:write:1,call_timeout=3
+	sb sh -c 'mkdir d3 && echo inner >d3/inner'
+	mkdir "$MNT/d1" "$MNT/d2"
+	echo keep >"$MNT/d2/keep"
+	mkdir -p "$T/loc/d1" "$T/loc/d2" "$T/loc/d3"
+	echo keep >"$T/loc/d2/keep"
+	echo inner >"$T/loc/d3/inner"
+	want=$(local_po "$T/loc" rename d1 d2 - rename d1 d3 -)
+	assert_eq "$want" "rename ENOTEMPTY
+rename ENOTEMPTY" "a local directory"
+	assert_eq "$(po rename d1 d2 - rename d1 d3 -)" "$want" "the mount"
+	sb sh -c 'test -d d1'
+	assert_eq "$(sb cat d2/keep)" keep "d2's pending file reached the sandbox"
+	assert_eq "$(sb cat d3/inner)" inner
+	assert_eq "$(cat "$MNT/d2/keep")" keep
+	assert_eq "$(ls "$MNT/d3")" inner
+}
+
+@test "writeback: rename of a directory over an empty one succeeds, after the queued removes that emptied it" {
+	wb_mount
+	mkdir "$MNT/d1" "$MNT/d2" "$MNT/d3"
+	echo a >"$MNT/d1/a"
+	echo old >"$MNT/d3/old"
+	run sbfs sync "$MNT"
+	assert_status 0
+	ls "$MNT/d2" "$MNT/d3" >/dev/null
+	rm "$MNT/d3/old" # queued: the sandbox's d3 is empty only once it lands
+	assert_eq "$(po rename d1 d2 - rename d2 d3 -)" "rename OK
+rename OK"
+	assert_eq "$(sb cat d3/a)" a
+	run sb sh -c 'test -e d1 || test -e d2 || test -e d3/old'
+	assert_status 1
+	assert_eq "$(ls "$MNT")" d3
+	assert_eq "$(ls "$MNT/d3")" a
+	assert_eq "$(wb removes_failed)" 0
+}
+
+@test "writeback: rmdir of a directory sbexec filled behind a cached listing is ENOTEMPTY" {
+	wb_mount
+	mkdir "$MNT/d"
+	assert_eq "$(ls "$MNT/d")" "" "the mount's listing of d"
+	sb touch d/x
+	assert_eq "$(po rmdir d)" "rmdir ENOTEMPTY"
+	sb test -e d/x
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(wb removes_failed)" 0
+	assert_eq "$(ls "$MNT/d")" x
+}
+
+@test "writeback: rmdir while a running sbexec fills the directory is ENOTEMPTY, nothing lost" {
+	wb_mount
+	mkdir "$MNT/d"
+	assert_eq "$(ls "$MNT/d")" "" "the mount's listing of d"
+	# The command fills d after the mount listed it, then waits for go
+	# (made on the mount and fsync'd, so it reaches the sandbox).
+	sb sh -c 'touch d/x && echo filled && until [ -e go ]; do sleep 0.05; done' \
+		>"$T/exec.out" 2>&1 &
+	execpid=$!
+	poll 30 grep -q filled "$T/exec.out" || fail "the command did not fill d: $(cat "$T/exec.out")"
+	assert_eq "$(po rmdir d)" "rmdir ENOTEMPTY"
+	assert_eq "$(po open 0 go w,creat 644 fsync 0 close 0)" "open OK
+fsync OK
+close OK"
+	wait "$execpid" || fail "the command failed: $(cat "$T/exec.out")"
+	sb test -e d/x
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(wb removes_failed)" 0
+	assert_eq "$(ls "$MNT/d")" x
+}
+
+@test "writeback: rmdir of a directory whose child the kernel forgot is ENOTEMPTY" {
+	wb_mount
+	mkdir "$MNT/d" "$MNT/x"
+	assert_eq "$(ls "$MNT/d")" "" "the mount's listing of d"
+	mv "$MNT/x" "$MNT/d/x"
+	# the kernel forgets d/x; the mount's listing of d must not forget it
+	drop_kernel_caches
+	assert_eq "$(po rmdir d)" "rmdir ENOTEMPTY"
+	sb test -d d/x
+	assert_eq "$(ls "$MNT/d")" x
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(wb removes_failed)" 0
+}
+
+@test "writeback: rm -rf of a tree sbexec made is still batched" {
+	wb_mount
+	# few directories: each listing rm -rf waits for may let the idle
+	# drain land what is queued so far, so they bound the batches
+	sb sh -c 'for a in 1 2; do mkdir -p t/a$a && for i in $(seq 1 30); do echo $i >t/a$a/f$i; done; done'
+	entries=$(sb sh -c 'find t | wc -l')
+	r0=$(calls remove)
+	rm -rf "$MNT/t"
+	[[ ! -e $MNT/t ]] || fail "the tree still shows in the mount"
+	run sbfs sync "$MNT"
+	assert_status 0
+	run sb test -e t
+	assert_status 1
+	removes=$(($(calls remove) - r0))
+	echo "remove calls for $entries entries: $removes" >&3
+	((removes * 10 < entries)) || fail "$removes remove calls for $entries entries"
+	assert_eq "$(wb removes_failed)" 0
+}
+
+@test "writeback: queued removes the sandbox refuses are reported at sync and the mount re-lists the truth" {
+	# Every remove call fails, however the drains split the rm -rf: what
+	# rm -rf itself says depends on that split (an rmdir after a failed
+	# batch asks the sandbox at once), what follows does not.
+	wb_mount inject_faults=error:remove:every1
+	mkdir -p "$MNT/d/sub"
+	for i in 1 2 3; do echo "$i" >"$MNT/d/f$i"; done
+	echo s >"$MNT/d/sub/s"
+	run sbfs sync "$MNT"
+	assert_status 0
+	run rm -rf "$MNT/d"
+	run sbfs sync "$MNT"
+	[ "$status" -ne 0 ] || fail "sync succeeded: $output"
+	assert_output_has "remove of /d/f1 failed"
+	(($(wb removes_failed) >= 1)) || fail "removes_failed: $(wb removes_failed)"
+	truth=$(sb sh -c 'cd d && ls -R')
+	assert_eq "$truth" "$(cd "$MNT/d" && ls -R)" "the mount's tree against the sandbox's"
+	assert_eq "$(cat "$MNT/d/sub/s")" s
+	# reported once
+	run sbfs sync "$MNT"
+	assert_status 0
+}

@@ -1,8 +1,12 @@
 /* Write-back's queued removes, the pure parts: the ordered queue and its
- * gone-set (exact paths and ancestors), and the batch-remove report parser
- * of the shell fallback. */
+ * gone-set (exact paths and ancestors), the batch-remove report parser
+ * of the shell fallback, and when an rmdir may queue at all (the exec
+ * marks, the listing a forgotten child invalidates). */
 #include "tests/unit/unit.h"
+#include "backends/backend.h"
 #include "backends/shell_ops.h"
+#include "fs/node_table.h"
+#include "fs/wb_removes.h"
 #include "fs/wb_removes_queue.h"
 
 #include <errno.h>
@@ -154,10 +158,95 @@ static void report_parser(void)
 	CHECK_INT(shell_parse_remove_report(big, sizeof big, v, 4), -EPROTO);
 }
 
+/* An rmdir queues only where ENOTEMPTY is ruled out. */
+static void rmdir_can_queue(void)
+{
+	const struct wbr_dir_view certain = {
+		.list_fresh = true, .list_exec_mark = 3, .exec_mark = 3,
+	};
+	CHECK(wbr_rmdir_can_queue(&certain));
+
+	struct wbr_dir_view v = certain;
+	v.has_children = true; /* a name the mount still has */
+	CHECK(!wbr_rmdir_can_queue(&v));
+	v = certain;
+	v.pending_upload = true;
+	CHECK(!wbr_rmdir_can_queue(&v));
+	v = certain;
+	v.list_fresh = false; /* expired, or an sbexec ended since */
+	CHECK(!wbr_rmdir_can_queue(&v));
+	v = certain;
+	v.exec_mark = 4; /* a command started (and maybe ended) since */
+	CHECK(!wbr_rmdir_can_queue(&v));
+	v = certain;
+	v.exec_mark = SB_EXEC_BUSY; /* one runs now */
+	CHECK(!wbr_rmdir_can_queue(&v));
+	/* listed while one ran, and one runs still: busy both times is
+	 * not "nothing ran in between" */
+	v.list_exec_mark = SB_EXEC_BUSY;
+	CHECK(!wbr_rmdir_can_queue(&v));
+}
+
+static void exec_quiet_mark(void)
+{
+	struct sb_backend b;
+	memset(&b, 0, sizeof b);
+	uint64_t before = sb_exec_quiet_mark(&b);
+	CHECK(before != SB_EXEC_BUSY);
+	CHECK_INT(sb_exec_quiet_mark(&b), before); /* nothing ran */
+	atomic_fetch_add(&b.execs_started, 1);
+	CHECK(sb_exec_quiet_mark(&b) == SB_EXEC_BUSY);
+	atomic_fetch_add(&b.execs_started, 1);
+	atomic_fetch_add(&b.execs_ended, 1);
+	CHECK(sb_exec_quiet_mark(&b) == SB_EXEC_BUSY); /* one of two ended */
+	atomic_fetch_add(&b.execs_ended, 1);
+	uint64_t after = sb_exec_quiet_mark(&b);
+	CHECK(after != SB_EXEC_BUSY);
+	CHECK(after != before);
+}
+
+/* A listing says "a name without a node is absent": when the kernel
+ * forgets a child the table then frees, that no longer holds. */
+static void forgotten_child_invalidates_listing(void)
+{
+	struct node_table t;
+	CHECK_INT(node_table_init(&t, 0755), 0);
+	struct timespec now, later;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	later = now;
+	later.tv_sec += 60;
+	struct node *d = node_child_get(&t, t.root, "d");
+	CHECK(d != NULL);
+	struct stat st = {.st_mode = S_IFDIR | 0755, .st_nlink = 2};
+	node_set_attr(&t, d, &st, NULL, &later);
+	d->list_set = true;
+	d->list_gen = t.gen;
+	d->list_expires = later;
+	struct node *x = node_child_get(&t, d, "x"); /* moved in: no attributes */
+	CHECK(x != NULL);
+	x->nlookup = 1;
+	CHECK(node_list_fresh(&t, d, &now));
+	x->nlookup = 0; /* the kernel forgot it */
+	CHECK(node_release_if_unused(&t, x));
+	CHECK(node_child(&t, d, "x") == NULL);
+	CHECK(!node_list_fresh(&t, d, &now));
+
+	/* a removed child (detached) leaves the listing whole */
+	d->list_set = true;
+	struct node *y = node_child_get(&t, d, "y");
+	node_set_attr(&t, y, &st, NULL, &later);
+	node_detach(&t, y);
+	CHECK(node_list_fresh(&t, d, &now));
+	node_table_destroy(&t);
+}
+
 int main(void)
 {
 	queue_order_and_set();
 	queue_twice_and_budget();
 	report_parser();
+	rmdir_can_queue();
+	exec_quiet_mark();
+	forgotten_child_invalidates_listing();
 	return unit_done("wb_removes");
 }
