@@ -524,7 +524,6 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	free(target);
 }
 
-/* Common tail of mkdir/symlink/mknod: record the new child and reply. */
 /* What the sandbox looked like before a creating call, as far as the
  * caches go: a new directory's empty listing dates from then. */
 struct before_create {
@@ -542,6 +541,7 @@ static struct before_create before_create(struct fs *fs)
 	return bc;
 }
 
+/* Common tail of mkdir/symlink/mknod: record the new child and reply. */
 static void reply_new_child(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 			    const char *name, mode_t mode, off_t size,
 			    const char *link, struct before_create bc)
