@@ -230,6 +230,7 @@ struct call {
 	enum sb_call kind;
 	int attempt;         /* 1-based */
 	bool had_transient;  /* an earlier attempt may have done the work */
+	bool die_after;      /* inject_faults die: destroy once the call is done */
 	double saved_deadline;
 };
 
@@ -254,8 +255,9 @@ static int inject_stall(struct sb_backend *b)
 }
 
 /* The injected fault's result, or 0 when the call goes on to the backend. */
-static int inject(struct sb_backend *b, enum sb_call kind)
+static int inject(struct sb_backend *b, struct call *c)
 {
+	enum sb_call kind = c->kind;
 	enum fault_action a = fault_plan_next(b->faults, kind);
 	if (a == FAULT_NONE)
 		return 0;
@@ -276,6 +278,9 @@ static int inject(struct sb_backend *b, enum sb_call kind)
 		/* Really gone: the call then goes on and the backend has to
 		 * find that out for itself. */
 		b->ops->destroy(b);
+		return 0;
+	case FAULT_DIE:
+		c->die_after = true; /* call_done() */
 		return 0;
 	case FAULT_NONE:
 		break;
@@ -301,7 +306,18 @@ static int attempt_begin(struct sb_backend *b, struct call *c)
 		/* One round trip to a remote sandbox, modelled on any backend. */
 		sleep_s(b->inject_latency_ms / 1000.0);
 	}
-	return b->faults ? inject(b, c->kind) : 0;
+	return b->faults ? inject(b, c) : 0;
+}
+
+/* The backend's part of an attempt has returned: an injected die fault
+ * destroys the sandbox now, as if it died while the call was in flight,
+ * before the dispatcher takes the call's result. */
+static void call_done(struct sb_backend *b, struct call *c)
+{
+	if (!c->die_after)
+		return;
+	c->die_after = false;
+	b->ops->destroy(b);
 }
 
 /* Whether a failed call may be repeated: it must be safe to do twice. */
@@ -398,6 +414,7 @@ static void before_call(struct sb_backend *b, enum sb_call kind)
 				bool native_ = USE_NATIVE(b, slot);          \
 				rc_ = native_ ? b->ops->slot(b, __VA_ARGS__) \
 					      : shell_##slot(b, __VA_ARGS__); \
+				call_done(b, &c_);                           \
 				count(b, c_.kind, rc_, !native_);            \
 			} else {                                             \
 				count(b, c_.kind, rc_, false);               \
@@ -415,9 +432,10 @@ int sb_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	before_call(b, SB_CALL_EXEC);
 	struct call c = {.kind = SB_CALL_EXEC};
 	int rc = attempt_begin(b, &c);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = b->ops->exec(b, req, res);
-	else if (sb_backend_is_dead(b))
+		call_done(b, &c);
+	} else if (sb_backend_is_dead(b))
 		res->sandbox_terminated = true;
 	count(b, SB_CALL_EXEC, rc, false);
 	return attempt_end(b, &c, rc, NULL);
@@ -434,6 +452,7 @@ int sb_read_stream(struct sb_backend *b, const char *path, off_t off,
 		rc = attempt_begin(b, &c);
 		if (rc == 0) {
 			rc = shell_read(b, path, off, len, sink, got);
+			call_done(b, &c);
 			if (rc == 0)
 				atomic_fetch_add(&b->counters.bytes_down, *got);
 			count(b, SB_CALL_READ, rc, true);
@@ -482,6 +501,7 @@ int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
 			bool native = USE_NATIVE(b, write_file);
 			rc = native ? b->ops->write_file(b, path, fd, size, mode)
 				    : shell_write_file(b, path, fd, size, mode);
+			call_done(b, &c);
 			if (rc == 0)
 				atomic_fetch_add(&b->counters.bytes_up, (uint64_t)size);
 			count(b, SB_CALL_WRITE, rc, !native);
@@ -615,6 +635,7 @@ int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 		}
 		rc = native_many ? b->ops->write_files(b, v, n)
 				 : write_files_loop(b, v, n, native_one);
+		call_done(b, &c);
 		count(b, SB_CALL_WRITE, rc, !native_many && !native_one);
 	} while (attempt_retry(b, &c, rc));
 	rc = attempt_end(b, &c, rc, NULL);
@@ -659,6 +680,7 @@ int sb_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n)
 		}
 		rc = native ? b->ops->remove_many(b, v, n)
 			    : shell_remove_many(b, v, n);
+		call_done(b, &c);
 		count(b, SB_CALL_REMOVE, rc, !native);
 	} while (attempt_retry(b, &c, rc));
 	bool repeated = c.had_transient && c.attempt > 1;
