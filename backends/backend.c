@@ -320,6 +320,15 @@ static void call_done(struct sb_backend *b, struct call *c)
 	b->ops->destroy(b);
 }
 
+/* An upload counts only if the sandbox was alive when it completed: one
+ * check per upload call, after the data is in place. */
+static int confirm_alive(struct sb_backend *b)
+{
+	if (sb_backend_is_dead(b))
+		return -EIO;
+	return b->ops->confirm_alive ? b->ops->confirm_alive(b) : 0;
+}
+
 /* Whether a failed call may be repeated: it must be safe to do twice. */
 static bool retry_safe(enum sb_call kind)
 {
@@ -503,6 +512,8 @@ int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
 				    : shell_write_file(b, path, fd, size, mode);
 			call_done(b, &c);
 			if (rc == 0)
+				rc = confirm_alive(b);
+			if (rc == 0)
 				atomic_fetch_add(&b->counters.bytes_up, (uint64_t)size);
 			count(b, SB_CALL_WRITE, rc, !native);
 		} else {
@@ -616,6 +627,25 @@ static int write_files_loop(struct sb_backend *b, struct sb_upload *v,
 	return first;
 }
 
+/* A batch where some file landed: unless the sandbox was alive at its
+ * end, none of them counts. */
+static int confirm_batch_alive(struct sb_backend *b, struct sb_upload *v,
+			       size_t n, int rc)
+{
+	bool any = false;
+	for (size_t i = 0; i < n && !any; i++)
+		any = v[i].rc == 0;
+	int alive = any ? confirm_alive(b) : 0;
+	if (alive == 0)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		if (v[i].rc == 0) {
+			v[i].rc = alive;
+			v[i].mtime_set = false;
+		}
+	return alive;
+}
+
 int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 {
 	if (n == 0)
@@ -636,6 +666,7 @@ int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 		rc = native_many ? b->ops->write_files(b, v, n)
 				 : write_files_loop(b, v, n, native_one);
 		call_done(b, &c);
+		rc = confirm_batch_alive(b, v, n, rc);
 		count(b, SB_CALL_WRITE, rc, !native_many && !native_one);
 	} while (attempt_retry(b, &c, rc));
 	rc = attempt_end(b, &c, rc, NULL);
