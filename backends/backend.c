@@ -230,6 +230,7 @@ struct call {
 	enum sb_call kind;
 	int attempt;         /* 1-based */
 	bool had_transient;  /* an earlier attempt may have done the work */
+	bool die_after;      /* inject_faults die: destroy once the call is done */
 	double saved_deadline;
 };
 
@@ -254,8 +255,9 @@ static int inject_stall(struct sb_backend *b)
 }
 
 /* The injected fault's result, or 0 when the call goes on to the backend. */
-static int inject(struct sb_backend *b, enum sb_call kind)
+static int inject(struct sb_backend *b, struct call *c)
 {
+	enum sb_call kind = c->kind;
 	enum fault_action a = fault_plan_next(b->faults, kind);
 	if (a == FAULT_NONE)
 		return 0;
@@ -276,6 +278,9 @@ static int inject(struct sb_backend *b, enum sb_call kind)
 		/* Really gone: the call then goes on and the backend has to
 		 * find that out for itself. */
 		b->ops->destroy(b);
+		return 0;
+	case FAULT_DIE:
+		c->die_after = true; /* call_done() */
 		return 0;
 	case FAULT_NONE:
 		break;
@@ -301,7 +306,27 @@ static int attempt_begin(struct sb_backend *b, struct call *c)
 		/* One round trip to a remote sandbox, modelled on any backend. */
 		sleep_s(b->inject_latency_ms / 1000.0);
 	}
-	return b->faults ? inject(b, c->kind) : 0;
+	return b->faults ? inject(b, c) : 0;
+}
+
+/* The backend's part of an attempt has returned: an injected die fault
+ * destroys the sandbox now, as if it died while the call was in flight,
+ * before the dispatcher takes the call's result. */
+static void call_done(struct sb_backend *b, struct call *c)
+{
+	if (!c->die_after)
+		return;
+	c->die_after = false;
+	b->ops->destroy(b);
+}
+
+/* An upload counts only if the sandbox was alive when it completed: one
+ * check per upload call, after the data is in place. */
+static int confirm_alive(struct sb_backend *b)
+{
+	if (sb_backend_is_dead(b))
+		return -EIO;
+	return b->ops->confirm_alive ? b->ops->confirm_alive(b) : 0;
 }
 
 /* Whether a failed call may be repeated: it must be safe to do twice. */
@@ -398,6 +423,7 @@ static void before_call(struct sb_backend *b, enum sb_call kind)
 				bool native_ = USE_NATIVE(b, slot);          \
 				rc_ = native_ ? b->ops->slot(b, __VA_ARGS__) \
 					      : shell_##slot(b, __VA_ARGS__); \
+				call_done(b, &c_);                           \
 				count(b, c_.kind, rc_, !native_);            \
 			} else {                                             \
 				count(b, c_.kind, rc_, false);               \
@@ -416,9 +442,10 @@ int sb_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	struct call c = {.kind = SB_CALL_EXEC};
 	atomic_fetch_add(&b->execs_started, 1);
 	int rc = attempt_begin(b, &c);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = b->ops->exec(b, req, res);
-	else if (sb_backend_is_dead(b))
+		call_done(b, &c);
+	} else if (sb_backend_is_dead(b))
 		res->sandbox_terminated = true;
 	atomic_fetch_add(&b->execs_ended, 1);
 	count(b, SB_CALL_EXEC, rc, false);
@@ -445,6 +472,7 @@ int sb_read_stream(struct sb_backend *b, const char *path, off_t off,
 		rc = attempt_begin(b, &c);
 		if (rc == 0) {
 			rc = shell_read(b, path, off, len, sink, got);
+			call_done(b, &c);
 			if (rc == 0)
 				atomic_fetch_add(&b->counters.bytes_down, *got);
 			count(b, SB_CALL_READ, rc, true);
@@ -493,6 +521,9 @@ int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
 			bool native = USE_NATIVE(b, write_file);
 			rc = native ? b->ops->write_file(b, path, fd, size, mode)
 				    : shell_write_file(b, path, fd, size, mode);
+			call_done(b, &c);
+			if (rc == 0)
+				rc = confirm_alive(b);
 			if (rc == 0)
 				atomic_fetch_add(&b->counters.bytes_up, (uint64_t)size);
 			count(b, SB_CALL_WRITE, rc, !native);
@@ -607,6 +638,25 @@ static int write_files_loop(struct sb_backend *b, struct sb_upload *v,
 	return first;
 }
 
+/* A batch where some file landed: unless the sandbox was alive at its
+ * end, none of them counts. */
+static int confirm_batch_alive(struct sb_backend *b, struct sb_upload *v,
+			       size_t n, int rc)
+{
+	bool any = false;
+	for (size_t i = 0; i < n && !any; i++)
+		any = v[i].rc == 0;
+	int alive = any ? confirm_alive(b) : 0;
+	if (alive == 0)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		if (v[i].rc == 0) {
+			v[i].rc = alive;
+			v[i].mtime_set = false;
+		}
+	return alive;
+}
+
 int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 {
 	if (n == 0)
@@ -626,6 +676,8 @@ int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 		}
 		rc = native_many ? b->ops->write_files(b, v, n)
 				 : write_files_loop(b, v, n, native_one);
+		call_done(b, &c);
+		rc = confirm_batch_alive(b, v, n, rc);
 		count(b, SB_CALL_WRITE, rc, !native_many && !native_one);
 	} while (attempt_retry(b, &c, rc));
 	rc = attempt_end(b, &c, rc, NULL);
@@ -670,6 +722,7 @@ int sb_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n)
 		}
 		rc = native ? b->ops->remove_many(b, v, n)
 			    : shell_remove_many(b, v, n);
+		call_done(b, &c);
 		count(b, SB_CALL_REMOVE, rc, !native);
 	} while (attempt_retry(b, &c, rc));
 	bool repeated = c.had_transient && c.attempt > 1;

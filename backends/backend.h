@@ -170,6 +170,15 @@ struct sb_backend_ops {
 	 * stays as the dispatcher set it). May be NULL: the shell fallback
 	 * does it in one guest command. */
 	int (*remove_many)(struct sb_backend *b, struct sb_remove *v, size_t n);
+
+	/* Asked after an upload put its data in place: whether the sandbox
+	 * was still alive then. An upload into a sandbox that died on the
+	 * way is lost with it, so it must not count. 0: alive; otherwise the
+	 * backend is marked dead (sb_backend_fail, with the reason) and
+	 * -EIO returned. As cheap as the backend allows: it runs once per
+	 * upload call (once per batch). May be NULL where a successful
+	 * upload already proves the sandbox ran when it ended. */
+	int (*confirm_alive)(struct sb_backend *b);
 };
 
 /* Backend calls by kind, for `sbfs status`, tests and benchmarks. */

@@ -655,6 +655,25 @@ static int docker_sweep(const struct sb_spec *spec)
 	return status;
 }
 
+/* The engine still takes an archive into a stopped container, so an
+ * upload's 200 does not prove the sandbox ran: one inspect after it does.
+ * A connection error is returned as such (the dispatcher repeats the
+ * upload); any other doubt counts as the sandbox gone. */
+static int docker_confirm_alive(struct sb_backend *b)
+{
+	char why[300];
+	int running = dk_container_running(b->priv, why, sizeof why);
+	if (running > 0)
+		return 0;
+	if (sb_error_is_transient(running))
+		return running;
+	if (running == 0)
+		return dk_fail(b, "container %s %s while an upload was in flight; "
+			       "unmount and mount again for a new sandbox", b->id, why);
+	return dk_fail(b, "container %s could not be checked after an upload (%s)",
+		       b->id, why);
+}
+
 const struct sb_backend_ops sb_docker_ops = {
 	.name = "docker",
 	.summary = "a container on a Docker Engine API: dockerd, Podman, DOCKER_HOST (-o image=, pull, pids=)",
@@ -667,4 +686,5 @@ const struct sb_backend_ops sb_docker_ops = {
 	.write_files = docker_write_files,
 	.stat = docker_stat,
 	.sweep = docker_sweep,
+	.confirm_alive = docker_confirm_alive,
 };

@@ -11,11 +11,12 @@ static const char *const action_names[] = {
 	[FAULT_NONE] = "none",         [FAULT_TRANSIENT] = "transient",
 	[FAULT_ERROR] = "error",       [FAULT_TERMINAL] = "terminal",
 	[FAULT_STALL] = "stall",       [FAULT_KILL] = "kill",
+	[FAULT_DIE] = "die",
 };
 
 const char *fault_action_name(enum fault_action a)
 {
-	return (unsigned)a <= FAULT_KILL ? action_names[a] : "?";
+	return (unsigned)a <= FAULT_DIE ? action_names[a] : "?";
 }
 
 static int bad(char *err, size_t errlen, const char *rule, int len,
@@ -83,12 +84,12 @@ static int parse_rule(struct fault_plan *plan, const char *r, size_t len,
 	struct fault_rule *fr = &plan->rules[plan->n];
 	memset(fr, 0, sizeof *fr);
 	fr->action = FAULT_NONE;
-	for (int a = FAULT_TRANSIENT; a <= FAULT_KILL; a++)
+	for (int a = FAULT_TRANSIENT; a <= FAULT_DIE; a++)
 		if (strlen(action_names[a]) == alen && !strncmp(r, action_names[a], alen))
 			fr->action = (enum fault_action)a;
 	if (fr->action == FAULT_NONE)
 		return bad(err, errlen, r, ilen,
-			   "ACTION is one of transient, error, terminal, stall, kill");
+			   "ACTION is one of transient, error, terminal, stall, kill, die");
 	fr->kind = parse_kind(c1 + 1, (size_t)(c2 - c1 - 1));
 	if (fr->kind < 0)
 		return bad(err, errlen, r, ilen,

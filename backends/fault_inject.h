@@ -12,6 +12,10 @@
  *         stall      the call hangs in the sandbox until its deadline
  *         kill       the sandbox is destroyed, then the call goes on, so
  *                    the backend finds out by itself that it is gone
+ *         die        the call does its work, then the sandbox is destroyed
+ *                    before the call's result is taken: a sandbox dying
+ *                    while the call is in flight (an upload that lands in
+ *                    a sandbox that is gone must not count)
  * KIND    an sb_call_name() (write, exec, list, stat, read, mkdir, remove,
  *         rename, chmod, truncate, utimens, symlink, readlink, statfs) or
  *         any; each rule counts the attempts of its own kind
@@ -40,6 +44,7 @@ enum fault_action {
 	FAULT_TERMINAL,
 	FAULT_STALL,
 	FAULT_KILL,
+	FAULT_DIE, /* the last one: the parser's range ends here */
 };
 
 enum fault_when { FAULT_NTH, FAULT_EVERY, FAULT_PROB };

@@ -618,6 +618,24 @@ static int local_destroy(struct sb_backend *b)
 	return 0;
 }
 
+/* Whether bwrap still runs, from its pidfd (readable once it exited), so
+ * no call to the sandbox: the watcher may not have noticed a death yet. */
+static int local_confirm_alive(struct sb_backend *b)
+{
+	struct local *l = b->priv;
+	pthread_mutex_lock(&l->lock);
+	bool stopped = l->stopping;
+	pthread_mutex_unlock(&l->lock);
+	if (stopped)
+		return sb_backend_fail(b, "sandbox %s was destroyed while an upload "
+				       "was in flight", b->id);
+	struct pollfd p = {.fd = l->bwrap_pidfd, .events = POLLIN};
+	if (l->bwrap_pidfd >= 0 && poll(&p, 1, 0) == 0)
+		return 0;
+	return sb_backend_fail(b, "sandbox (bwrap pid %d) exited while an upload "
+			       "was in flight", (int)l->bwrap_pid);
+}
+
 /* Leaves the workspace dir (keep/attach), but a local sandbox cannot
  * outlive the daemon anyway, so its processes go. */
 static void local_release(struct sb_backend *b)
@@ -658,4 +676,5 @@ const struct sb_backend_ops sb_local_ops = {
 	.statfs = local_statfs,
 	.sweep = local_sweep,
 	.remove_many = local_remove_many,
+	.confirm_alive = local_confirm_alive,
 };

@@ -294,6 +294,8 @@ static void do_status(struct conn *c)
 	json_object_set_new(o, "backend",
 			    json_string(b->ops && b->ops->name ? b->ops->name : "?"));
 	json_object_set_new(o, "sandbox", json_string(b->id));
+	/* The mount's name: what its unsaved/ folder is called. */
+	json_object_set_new(o, "name", json_string(b->spec.name));
 	json_object_set_new(o, "workdir",
 			    json_string(b->spec.workdir ? b->spec.workdir
 							: SB_DEFAULT_WORKDIR));

@@ -16,6 +16,7 @@
 
 #include "../control/server.h"
 #include "../fs/fs.h"
+#include "../fs/wb_journal.h"
 #include "../fs/writeback.h"
 #include "../util/log.h"
 
@@ -224,8 +225,9 @@ static char *default_spool_dir(void)
 }
 
 /* Unmount-time flush: whatever cannot reach the sandbox is saved locally
- * and named, never dropped in silence. */
-static size_t saved_count;
+ * and named, never dropped in silence. lost: files neither uploaded nor
+ * saved (their journal entries are then kept for the next start). */
+static size_t saved_count, lost_count;
 
 static int final_flush(struct fs *fs)
 {
@@ -233,24 +235,25 @@ static int final_flush(struct fs *fs)
 	int r = fs_flush_all(fs, msg, sizeof msg);
 	if (r == 0)
 		return 0;
-	char dir[PATH_MAX];
-	const char *state = getenv("XDG_STATE_HOME");
-	const char *home = getenv("HOME");
-	if (state && *state)
-		snprintf(dir, sizeof dir, "%s/sbfs/unsaved/%s", state, fs->b->spec.name);
-	else
-		snprintf(dir, sizeof dir, "%s/.local/state/sbfs/unsaved/%s",
-			 home && *home ? home : "/tmp", fs->b->spec.name);
-	size_t saved = fs_save_pending(fs, dir);
-	saved_count = saved;
-	/* The one line a user needs: what did not reach the sandbox, where it
-	 * is now; the daemon then exits non-zero. */
-	if (saved)
-		sb_err("unmount: %zu file(s) could not be uploaded (%s); saved in %s",
-		       saved, msg, dir);
-	else
-		sb_err("unmount: files could not be uploaded (%s) and could not be saved in %s: "
-		       "their data is lost", msg, dir);
+	char state[PATH_MAX], dir[PATH_MAX + SB_NAME_MAX + 16];
+	wb_state_dir(state, sizeof state);
+	snprintf(dir, sizeof dir, "%s/unsaved/%s", state, fs->b->spec.name);
+	struct fs_save_report rep;
+	fs_save_pending(fs, dir, &rep);
+	saved_count = rep.saved;
+	lost_count = rep.lost;
+	/* The lines a user needs: what did not reach the sandbox, where each
+	 * file is now, and which are lost; the daemon then exits non-zero. */
+	if (rep.saved)
+		sb_err("unmount: %zu file(s) could not be uploaded (%s); saved in %s: %s",
+		       rep.saved, msg, dir, rep.saved_paths ? rep.saved_paths : "?");
+	if (rep.lost)
+		sb_err("unmount: %zu file(s) could not be uploaded (%s) nor saved in %s; "
+		       "their data is lost: %s", rep.lost, msg, dir,
+		       rep.lost_paths ? rep.lost_paths : "?");
+	if (!rep.saved && !rep.lost)
+		sb_err("unmount: the final upload failed (%s)", msg);
+	fs_save_report_free(&rep);
 	return -1;
 }
 
@@ -394,7 +397,7 @@ out:
 			status = 1;
 		/* The journal goes once every file reached the sandbox or the
 		 * unsaved folder. */
-		wb_stop(&fs, unsaved && saved_count == 0);
+		wb_stop(&fs, unsaved && (lost_count > 0 || saved_count == 0));
 	}
 	if (hup_started) {
 		hup_stop = 1;

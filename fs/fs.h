@@ -54,8 +54,16 @@ const struct fuse_lowlevel_ops *fs_fuse_ops(void);
 int fs_flush_all(struct fs *fs, char *msg, size_t msglen);
 void fs_invalidate(struct fs *fs, const char *relpath);
 void fs_status(struct fs *fs, json_t *obj);
-/* Copies every file still waiting for upload into dir (created), named
- * by its mount-relative path; returns how many were saved. */
-size_t fs_save_pending(struct fs *fs, const char *dir);
+/* What the unmount save did with the files still waiting for upload. */
+struct fs_save_report {
+	size_t saved, lost;
+	char *saved_paths; /* mount-relative paths, ", "-joined; malloc'd */
+	char *lost_paths;  /* "PATH (why)", ", "-joined; malloc'd */
+};
+/* Saves every file still waiting for upload under dir, at its
+ * mount-relative path (the mount's tree mirrored); each is saved or named
+ * in the report as lost. */
+void fs_save_pending(struct fs *fs, const char *dir, struct fs_save_report *rep);
+void fs_save_report_free(struct fs_save_report *rep);
 
 #endif

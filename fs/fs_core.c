@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 
 #include "../util/log.h"
 #include "fs_internal.h"
+#include "wb_journal.h"
 #include "writeback.h"
 
 struct timespec fs_now(void)
@@ -476,58 +478,70 @@ void fs_status(struct fs *fs, json_t *obj)
 		json_object_set_new(obj, "log", json_string(fs->cfg.log_path));
 }
 
-static int mkdir_p(const char *dir)
-{
-	char *p = strdup(dir);
-	if (!p)
-		return -1;
-	for (char *s = p + 1; *s; s++) {
-		if (*s == '/') {
-			*s = '\0';
-			mkdir(p, 0700);
-			*s = '/';
-		}
-	}
-	int r = mkdir(p, 0700) < 0 && errno != EEXIST ? -1 : 0;
-	free(p);
-	return r;
-}
-
 static void collect_unsaved(struct node *n, void *arg)
 {
 	if (n->file && n->file->dirty && !n->file->unlinked)
 		list_push(arg, n);
 }
 
-size_t fs_save_pending(struct fs *fs, const char *dir)
+/* Appends item to a ", "-joined list. */
+static void list_append(FILE *f, size_t *count, const char *item)
+{
+	if (f)
+		fprintf(f, "%s%s", (*count)++ ? ", " : "", item);
+}
+
+/* One pending file to dir: its spool, cut to the file's size, linked (or
+ * copied) to its mount-relative path. t.lock held. */
+static int save_one(struct node *n, const char *rel, const char *dir,
+		    char *saved_as, size_t len)
+{
+	struct file_state *f = n->file;
+	char src[64];
+	snprintf(src, sizeof src, "/proc/self/fd/%d", f->fd);
+	if (ftruncate(f->fd, f->size) < 0)
+		return -errno;
+	return unsaved_save(AT_FDCWD, src, false, rel, dir, saved_as, len);
+}
+
+void fs_save_pending(struct fs *fs, const char *dir, struct fs_save_report *rep)
 {
 	struct node_list l = {0};
-	size_t saved = 0;
+	memset(rep, 0, sizeof *rep);
+	size_t saved_len = 0, lost_len = 0, ns = 0, nl = 0;
+	FILE *saved = open_memstream(&rep->saved_paths, &saved_len);
+	FILE *lost = open_memstream(&rep->lost_paths, &lost_len);
 	pthread_mutex_lock(&fs->t.lock);
 	node_walk(fs->t.root, collect_unsaved, &l);
-	if (l.n && mkdir_p(dir) == 0) {
-		for (size_t i = 0; i < l.n; i++) {
-			char *rel = node_path(l.v[i]);
-			if (!rel)
-				continue;
-			/* One flat folder: "/a/b" is saved as "a%b". */
-			for (char *c = rel; *c; c++)
-				if (*c == '/')
-					*c = '%';
-			char *dst = NULL, *src = NULL;
-			if (asprintf(&dst, "%s/%s", dir, rel + 1) >= 0 &&
-			    asprintf(&src, "/proc/self/fd/%d", l.v[i]->file->fd) >= 0 &&
-			    ftruncate(l.v[i]->file->fd, l.v[i]->file->size) == 0 &&
-			    linkat(AT_FDCWD, src, AT_FDCWD, dst, AT_SYMLINK_FOLLOW) == 0) {
-				sb_err("unsaved: %s kept as %s", rel, dst);
-				saved++;
-			}
-			free(dst);
-			free(src);
-			free(rel);
+	for (size_t i = 0; i < l.n; i++) {
+		char *rel = node_path(l.v[i]);
+		char where[PATH_MAX] = "";
+		int r = rel ? save_one(l.v[i], rel, dir, where, sizeof where) : -ENOMEM;
+		if (r == 0) {
+			sb_err("unsaved: %s kept as %s", rel, where);
+			list_append(saved, &ns, rel);
+			rep->saved++;
+		} else {
+			sb_err("unsaved: %s could not be saved in %s (%s): its data is lost",
+			       rel ? rel : "?", dir, strerror(-r));
+			char one[PATH_MAX + 128];
+			snprintf(one, sizeof one, "%s (%s)", rel ? rel : "?", strerror(-r));
+			list_append(lost, &nl, one);
+			rep->lost++;
 		}
+		free(rel);
 	}
 	pthread_mutex_unlock(&fs->t.lock);
 	free(l.v);
-	return saved;
+	if (saved)
+		fclose(saved);
+	if (lost)
+		fclose(lost);
+}
+
+void fs_save_report_free(struct fs_save_report *rep)
+{
+	free(rep->saved_paths);
+	free(rep->lost_paths);
+	memset(rep, 0, sizeof *rep);
 }

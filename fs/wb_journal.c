@@ -205,8 +205,7 @@ static bool owner_alive(int dirfd)
 	return alive;
 }
 
-/* A path from the journal is ours, but it is checked anyway: it must stay
- * inside the unsaved folder. */
+/* A mount-relative path must stay inside the unsaved folder. */
 static bool safe_relpath(const char *p)
 {
 	if (p[0] != '/' || strstr(p, "/../") || strstr(p, "//"))
@@ -219,37 +218,70 @@ static bool safe_relpath(const char *p)
 static int copy_file(int srcdir, const char *name, const char *dst)
 {
 	int in = openat(srcdir, name, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
 	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0) {
+		int e = -errno;
+		close(in);
+		return e;
+	}
 	char buf[65536];
-	ssize_t n = 0;
-	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+	ssize_t n;
+	int r = 0;
+	while ((n = read(in, buf, sizeof buf)) > 0)
 		if (write(out, buf, (size_t)n) != n) {
-			n = -1;
+			r = errno ? -errno : -EIO;
 			break;
 		}
-	int r = in >= 0 && out >= 0 && n == 0 ? 0 : -1;
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
+	if (n < 0)
+		r = -errno;
+	if (r == 0 && fsync(out) < 0)
+		r = -errno;
+	close(in);
+	close(out);
+	if (r < 0)
+		unlink(dst);
 	return r;
 }
 
-static bool save_entry(int jfd, const char *data, const char *relpath,
-		       const char *dest)
+/* The file goes to its place by a rename (move) or a hard link; from
+ * another file system, by a copy. */
+static int place(int srcdir, const char *name, bool move, const char *dst)
+{
+	int r = move ? renameat(srcdir, name, AT_FDCWD, dst)
+		     : linkat(srcdir, name, AT_FDCWD, dst, AT_SYMLINK_FOLLOW);
+	if (r == 0)
+		return 0;
+	if (errno != EXDEV)
+		return -errno;
+	r = copy_file(srcdir, name, dst);
+	if (r == 0 && move)
+		unlinkat(srcdir, name, 0);
+	return r;
+}
+
+int unsaved_save(int srcdir, const char *name, bool move, const char *relpath,
+		 const char *dest, char *saved_as, size_t len)
 {
 	char dst[PATH_MAX];
+	if (!safe_relpath(relpath))
+		return -EINVAL;
 	if (snprintf(dst, sizeof dst, "%s%s", dest, relpath) >= (int)sizeof dst)
-		return false;
-	if (mkdir_parents(dst, false) < 0)
-		return false;
-	/* Never overwrite what an earlier recovery saved. */
+		return -ENAMETOOLONG;
+	int r = mkdir_parents(dst, false);
+	if (r < 0)
+		return r;
+	/* Never overwrite what an earlier save put there. */
 	size_t base = strlen(dst);
 	for (int i = 1; access(dst, F_OK) == 0 && i < 1000; i++)
-		snprintf(dst + base, sizeof dst - base, ".%d", i);
-	if (renameat(jfd, data, AT_FDCWD, dst) == 0)
-		return true;
-	return errno == EXDEV && copy_file(jfd, data, dst) == 0;
+		if (snprintf(dst + base, sizeof dst - base, ".%d", i) >=
+		    (int)(sizeof dst - base))
+			return -ENAMETOOLONG;
+	r = place(srcdir, name, move, dst);
+	if (r == 0 && saved_as)
+		snprintf(saved_as, len, "%s", dst);
+	return r;
 }
 
 static size_t recover_one(const char *pointer, const char *name,
@@ -294,10 +326,14 @@ static size_t recover_one(const char *pointer, const char *name,
 		if (r <= 0 || !safe_relpath(rel))
 			snprintf(rel, sizeof rel, "/unnamed-%.*s", (int)(len - 5),
 				 e->d_name);
-		if (save_entry(jfd, e->d_name, rel, dest))
+		int sr = unsaved_save(jfd, e->d_name, true, rel, dest, NULL, 0);
+		if (sr == 0) {
 			saved++;
-		else
+		} else {
+			fprintf(out, "sbfs: mount %s: %s could not be saved in %s: %s\n",
+				name, rel, dest, strerror(-sr));
 			lost++;
+		}
 	}
 	if (d)
 		closedir(d);

@@ -11,6 +11,8 @@
 #ifndef SBFS_WB_JOURNAL_H
 #define SBFS_WB_JOURNAL_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -37,6 +39,16 @@ void wb_journal_remove(struct wb_journal *j, int64_t seq);
  * NAME/, printing one line per mount to out. Returns the number of files
  * saved. */
 size_t wb_journal_recover(FILE *out);
+
+/* Saves one file that never reached the sandbox as DEST + relpath
+ * (relpath mount-relative, "/a/b": the mount's tree is mirrored, parents
+ * made), never over an existing name (then NAME.1, NAME.2, ...). The file
+ * is (srcdir, name): moved there when move, else hard-linked (name may be
+ * /proc/self/fd/N); across file systems it is copied. 0, with the saved
+ * path in saved_as (may be NULL), or -errno: the file is not saved. The
+ * unmount save and the crash recovery both go through here. */
+int unsaved_save(int srcdir, const char *name, bool move, const char *relpath,
+		 const char *dest, char *saved_as, size_t len);
 
 /* STATE/sbfs (XDG_STATE_HOME or ~/.local/state) into buf. */
 void wb_state_dir(char *buf, size_t len);

@@ -13,10 +13,10 @@ static bool parses(const char *spec)
 }
 
 /* The actions of the first n attempts of kind, as a string of letters:
- * '.' none, 't' transient, 'e' error, 'T' terminal, 's' stall, 'k' kill. */
+ * '.' none, 't' transient, 'e' error, 'T' terminal, 's' stall, 'k' kill, 'd' die. */
 static void run(enum sb_call kind, int n, char *out)
 {
-	static const char letters[] = ".teTsk";
+	static const char letters[] = ".teTskd";
 	for (int i = 0; i < n; i++)
 		out[i] = letters[fault_plan_next(&plan, kind)];
 	out[n] = '\0';
@@ -48,6 +48,10 @@ static void test_nth_and_every(void)
 	run(SB_CALL_READ, 4, got);
 	CHECK(!strcmp(got, "sk.k"));
 	CHECK_INT(atomic_load(&plan.injected), 3);
+
+	CHECK(parses("die:write:2"));
+	run(SB_CALL_WRITE, 3, got);
+	CHECK(!strcmp(got, ".d."));
 }
 
 static void test_probability_is_seeded(void)
