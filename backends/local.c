@@ -179,6 +179,31 @@ static void remove_owner(const char *host_dir)
 	unlink(path);
 }
 
+/* The daemon named by an owner marker still runs. */
+static bool owner_alive(const char *owner_file)
+{
+	FILE *f = fopen(owner_file, "re");
+	int pid = 0;
+	unsigned long long start = 0;
+	if (f) {
+		if (fscanf(f, "%d %llu", &pid, &start) != 2)
+			pid = 0;
+		fclose(f);
+	}
+	return pid > 0 && start && process_start_time(pid) == start;
+}
+
+/* An attached workspace is kept after unmount, so no marker may make it
+ * look orphaned: one left by a daemon that is gone (a kept workspace made
+ * before keep stopped writing markers, or a killed daemon's) goes. */
+static void disown_attached(const char *host_dir)
+{
+	char path[4200];
+	owner_path(host_dir, path, sizeof path);
+	if (access(path, F_OK) == 0 && !owner_alive(path))
+		unlink(path);
+}
+
 static const char *workspace_root(const struct sb_spec *spec)
 {
 	const char *root = sb_spec_option(spec, "local_root");
@@ -209,15 +234,14 @@ static int local_sweep(const struct sb_spec *spec)
 		snprintf(dir, sizeof dir, "%s/%.*s", root, (int)(len - 6), e->d_name);
 		FILE *f = fopen(owner, "re");
 		int pid = 0;
-		unsigned long long start = 0;
 		if (f) {
-			if (fscanf(f, "%d %llu", &pid, &start) != 2)
+			if (fscanf(f, "%d", &pid) != 1)
 				pid = 0;
 			fclose(f);
 		}
 		struct stat st;
-		if (pid > 0 && start && process_start_time(pid) == start)
-			continue; /* its daemon is alive */
+		if (owner_alive(owner))
+			continue;
 		if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
 			remove_tree(dir);
 		unlink(owner);
@@ -255,6 +279,7 @@ static int make_workspace(struct sb_backend *b, struct local *l)
 			return -ENOENT;
 		}
 		l->owns_dir = false;
+		disown_attached(l->host_dir);
 		return 0;
 	}
 	int n = snprintf(l->host_dir, sizeof(l->host_dir), "%s/%s", root, spec->name);
@@ -270,7 +295,10 @@ static int make_workspace(struct sb_backend *b, struct local *l)
 		return -e;
 	}
 	l->owns_dir = true;
-	write_owner(l->host_dir);
+	/* A kept workspace is no orphan whatever becomes of this daemon:
+	 * sweep finds only workspaces with a marker. */
+	if (!spec->keep)
+		write_owner(l->host_dir);
 	return 0;
 }
 
@@ -609,10 +637,8 @@ static int local_destroy(struct sb_backend *b)
 		return 0;
 	stop_sandbox(l);
 	if (l->owns_dir) {
-		/* A kept workspace is no orphan: sweep leaves it alone. */
 		remove_owner(l->host_dir);
-		if (!b->spec.keep)
-			remove_tree(l->host_dir);
+		remove_tree(l->host_dir);
 		l->owns_dir = false;
 	}
 	return 0;

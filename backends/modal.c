@@ -419,6 +419,8 @@ static int sandbox_create(struct sb_backend *b, struct modal *m, const char *ima
 	add_tag(&req, "sbfs-owner", owner);
 	add_tag(&req, "sbfs-host", host);
 	add_tag(&req, "sbfs-pid", pid);
+	if (b->spec.keep)
+		add_tag(&req, "sbfs-keep", "1"); /* left on purpose: sweep spares it */
 	for (size_t i = 0; b->spec.tags && b->spec.tags[i]; i++) {
 		char kv[512];
 		snprintf(kv, sizeof(kv), "%s", b->spec.tags[i]);
@@ -626,6 +628,7 @@ struct swept {
 	char id[128];
 	char host[256];
 	int pid;
+	bool kept;
 	double created;
 };
 
@@ -682,6 +685,8 @@ static void parse_info(const struct pb_field *fi, struct swept *s)
 				snprintf(s->host, sizeof(s->host), "%s", value);
 			else if (!strcmp(name, "sbfs-pid"))
 				s->pid = atoi(value);
+			else if (!strcmp(name, "sbfs-keep"))
+				s->kept = true;
 		}
 	}
 }
@@ -735,6 +740,10 @@ static int modal_sweep(const struct sb_spec *spec)
 				continue;
 			if (strcmp(s.host, host) != 0) {
 				printf("%s: skipped (mounted from host %s)\n", s.id, s.host[0] ? s.host : "unknown");
+				continue;
+			}
+			if (s.kept) {
+				printf("%s: kept with -o keep\n", s.id);
 				continue;
 			}
 			if (!daemon_gone(s.pid)) {
