@@ -228,3 +228,29 @@ never_shows() {
 	assert_eq "$(sb cat "$WS/after")" ok
 	assert_eq "$(cat "$MNT/after")" ok
 }
+
+# nodes_within MAX: after a refresh, the daemon caches at most MAX nodes.
+nodes_within() {
+	sbfs refresh "$MNT" >/dev/null || return 1
+	local n
+	n=$(status_json | jq -er '.cached_nodes') || return 1
+	echo "$n" >"$T/nodes"
+	((n <= $1))
+}
+
+@test "the node cache is bounded: a listing of 20,000 files is given back once the kernel forgets it" {
+	mount_sbfs -o max_nodes=1000
+	assert_eq "$(status_json | jq -r '.max_nodes')" 1000 "max_nodes in sbfs status --json"
+	sb mkdir "$WS/d"
+	sb sh -c 'cd "$1" && seq 1 20000 | xargs touch' sh "$WS/d"
+	assert_eq "$(ls -l "$MNT/d" | grep -c '^-')" 20000 "files listed"
+	local peak
+	peak=$(status_json | jq -r '.cached_nodes')
+	drop_kernel_caches
+	# the kernel's forgets reach the daemon asynchronously
+	poll 30 nodes_within 1000 || fail "still $(cat "$T/nodes") nodes cached after a cache drop and a refresh (bound 1000, peak $peak)"
+	# what was evicted is asked again, and is all there
+	assert_eq "$(ls "$MNT/d" | wc -l)" 20000 "files listed after the eviction"
+	assert_eq "$(stat -c %s "$MNT/d/777")" 0 "stat after the eviction"
+	figure "node cache: 20,000 files listed (peak $peak nodes), $(cat "$T/nodes") cached after a cache drop and a refresh"
+}
