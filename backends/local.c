@@ -454,6 +454,40 @@ static void *watch_sandbox(void *arg)
 	return NULL;
 }
 
+/* bwrap's options (after its own name) NUL-separated in a memfd read
+ * from offset 0, for `bwrap --args FD`. The fd is above 4, so that the
+ * child's dup2 onto 3 and 4 cannot clobber it or keep it close-on-exec. */
+static int bwrap_args_memfd(const char *const *args)
+{
+	int mfd = memfd_create("sbfs-bwrap-args", MFD_CLOEXEC);
+	if (mfd < 0)
+		return -errno;
+	int fd = fcntl(mfd, F_DUPFD_CLOEXEC, 5);
+	close(mfd);
+	if (fd < 0)
+		return -errno;
+	for (size_t i = 0; args[i]; i++) {
+		size_t len = strlen(args[i]) + 1, off = 0;
+		while (off < len) {
+			ssize_t n = write(fd, args[i] + off, len - off);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				int e = n < 0 ? -errno : -EIO;
+				close(fd);
+				return e;
+			}
+			off += (size_t)n;
+		}
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
 /* Called from the thread that calls create: bwrap's --die-with-parent is
  * PR_SET_PDEATHSIG, which fires when the *thread* that forked it exits, so
  * that thread must live as long as the sandbox (the daemon creates it from
@@ -476,22 +510,17 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 	strv_add(&a, "--die-with-parent");
 	strv_add(&a, "--new-session"); /* no TIOCSTI into our terminal */
 	strv_add(&a, "--ro-bind"); strv_add(&a, "/usr"); strv_add(&a, "/usr");
-	strv_add(&a, "--ro-bind"); strv_add(&a, "/etc"); strv_add(&a, "/etc");
 	add_system_dirs(&a, links);
-	struct etc_masks masks;
-	int mrc = etc_masks_collect("/etc", &masks);
+	struct etc_view etc;
+	int mrc = etc_view_build("/etc", &etc);
 	if (mrc < 0) {
 		free(a.v);
 		set_error(b, "cannot scan /etc for files to hide from the sandbox: %s",
 			  strerror(-mrc));
 		return mrc;
 	}
-	for (size_t i = 0; i < masks.n; i++) {
-		strv_add(&a, masks.is_dir[i] ? "--tmpfs" : "--ro-bind");
-		if (!masks.is_dir[i])
-			strv_add(&a, "/dev/null");
-		strv_add(&a, masks.paths[i]);
-	}
+	for (size_t i = 0; i < etc.n; i++)
+		strv_add(&a, etc.args[i]);
 	strv_add(&a, "--proc"); strv_add(&a, "/proc");
 	strv_add(&a, "--dev"); strv_add(&a, "/dev");
 	strv_add(&a, "--tmpfs"); strv_add(&a, "/tmp");
@@ -502,20 +531,23 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 	strv_add(&a, "--setenv"); strv_add(&a, "PATH"); strv_add(&a, GUEST_PATH + 5);
 	strv_add(&a, "--chdir"); strv_add(&a, b->spec.workdir);
 	strv_add(&a, "--info-fd"); strv_add(&a, "3");
-	strv_add(&a, "--");
-	strv_add(&a, "/bin/sh"); strv_add(&a, "-c");
-	strv_add(&a, "while :; do sleep 3600; done");
-	if (a.oom) {
-		free(a.v);
-		return -ENOMEM;
-	}
+	int argsfd = a.oom ? -1 : bwrap_args_memfd(a.v + 1);
+	free(a.v);
+	etc_view_free(&etc);
+	if (argsfd < 0)
+		return a.oom ? -ENOMEM : argsfd;
+	/* bwrap stays as the sandbox's pid 1, whose cmdline the sandbox can
+	 * read: it shows only this, the options (host paths of the workspace
+	 * and of /etc) are read from the fd, which bwrap closes after; the
+	 * command must be on the command line */
+	const char *argv[] = {bwrap, "--args", "4", "--", "/bin/sh", "-c",
+			      "while :; do sleep 3600; done", NULL};
 	int info[2] = {-1, -1};
 	int errfd = memfd_create("sbfs-bwrap-stderr", MFD_CLOEXEC);
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (errfd < 0 || devnull < 0 || pipe2(info, O_CLOEXEC) < 0) {
 		int e = -errno;
-		free(a.v);
-		etc_masks_free(&masks);
+		close(argsfd);
 		if (errfd >= 0) close(errfd);
 		if (devnull >= 0) close(devnull);
 		return e;
@@ -532,16 +564,16 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 		dup2(devnull, 1);
 		dup2(errfd, 2);
 		dup2(info[1], 3);
-		syscall(SYS_close_range, 4U, ~0U, 0U);
+		dup2(argsfd, 4);
+		syscall(SYS_close_range, 5U, ~0U, 0U);
 		/* bwrap stays as the sandbox's pid 1, whose environ the
 		 * sandbox can read: it must not carry the daemon's (vendor
 		 * tokens, the caller's secrets) */
 		static char *const no_env[] = {NULL};
-		execve(bwrap, (char *const *)a.v, no_env);
+		execve(bwrap, (char *const *)argv, no_env);
 		_exit(127);
 	}
-	free(a.v);
-	etc_masks_free(&masks);
+	close(argsfd);
 	close(info[1]);
 	close(devnull);
 	if (pid < 0) {

@@ -254,3 +254,47 @@ nodes_within() {
 	assert_eq "$(stat -c %s "$MNT/d/777")" 0 "stat after the eviction"
 	figure "node cache: 20,000 files listed (peak $peak nodes), $(cat "$T/nodes") cached after a cache drop and a refresh"
 }
+
+# host_masked_etc: the host's /etc entries a local sandbox must not show
+# (not readable by others), one path a line.
+host_masked_etc() {
+	find /etc -mindepth 1 \( -type d \( ! -perm -o=r -o ! -perm -o=x \) -print -prune \) \
+		-o \( -type f ! -perm -o=r -print \) 2>/dev/null
+}
+
+@test "the sandbox's process list and mount table show nothing of the host's layout" {
+	local masked=$T/masked
+	: >"$T/planted"
+	# a private file in the host's /etc, so the check has one to look for
+	if [[ -w /etc ]]; then
+		local p="/etc/sbfs-private-$$-$RANDOM"
+		: >"$p" && chmod 600 "$p" && echo "$p" >>"$T/planted"
+	fi
+	host_masked_etc >"$masked"
+	mount_sbfs
+	# every command line and environment of the sandbox's processes,
+	# pid 1 first (on local, bwrap: it used to carry every argument)
+	run sb sh -c 'for f in /proc/1/cmdline /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do
+		tr "\0" " " <"$f" 2>/dev/null && echo; done'
+	assert_status 0
+	[[ -n $output ]] || fail "no command line was readable: the check would prove nothing"
+	local procs=$output
+	run sb cat /proc/self/mountinfo /proc/1/mountinfo
+	assert_status 0
+	local mounts=$output
+	[[ $procs != *"$T"* ]] || fail "a process in the sandbox shows the host path $T: $procs"
+	local m n=0
+	while IFS= read -r m; do
+		n=$((n + 1))
+		[[ $procs != *"$m"* ]] || fail "a process in the sandbox names the masked $m"
+		grep -qF -- " $m " <<<"$mounts" && fail "the sandbox's mount table names the masked $m"
+	done <"$masked"
+	# The workspace is a bind mount of a host directory: the kernel
+	# shows its source path (below its file system's root) in mountinfo,
+	# which cannot be hidden unless the workspace is a file system of
+	# its own (-o disk= as root, tested below). Nothing else may name $T.
+	local others
+	others=$(grep -F -- "$T" <<<"$mounts" | grep -v " $WS " || true)
+	[[ -z $others ]] || fail "the sandbox's mount table shows the host path $T: $others"
+	tally "host paths looked for in the sandbox's processes and mounts" "$((n + 1))"
+}
