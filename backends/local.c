@@ -4,6 +4,7 @@
  * enter the running sandbox's namespaces with nsenter and drop every
  * capability with setpriv before running. */
 #include "local.h"
+#include "local_disk.h"
 #include "local_etc_mask.h"
 #include "util/log.h"
 
@@ -242,8 +243,10 @@ static int local_sweep(const struct sb_spec *spec)
 		struct stat st;
 		if (owner_alive(owner))
 			continue;
-		if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+		if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid()) {
+			local_disk_remove(dir); /* a killed daemon leaves its mount */
 			remove_tree(dir);
+		}
 		unlink(owner);
 		printf("removed %s (its sbfs daemon, pid %d, is gone)\n", dir, pid);
 		removed++;
@@ -280,6 +283,20 @@ static int make_workspace(struct sb_backend *b, struct local *l)
 		}
 		l->owns_dir = false;
 		disown_attached(l->host_dir);
+		if (local_disk_exists(l->host_dir)) {
+			char err[400];
+			if (geteuid() != 0) {
+				set_error(b, "attach: workspace '%.300s' is a disk image (-o disk=), which only root can mount; run sbfs as root",
+					  spec->attach_id);
+				return -EPERM;
+			}
+			int rc = local_disk_mount(l->host_dir, err, sizeof err);
+			if (rc < 0) {
+				set_error(b, "attach: cannot mount the workspace image: %s", err);
+				return rc;
+			}
+			l->disk_mounted = true;
+		}
 		return 0;
 	}
 	int n = snprintf(l->host_dir, sizeof(l->host_dir), "%s/%s", root, spec->name);
@@ -295,6 +312,17 @@ static int make_workspace(struct sb_backend *b, struct local *l)
 		return -e;
 	}
 	l->owns_dir = true;
+	if (spec->disk_mb) {
+		char err[400];
+		int rc = local_disk_create(l->host_dir, spec->disk_mb, err, sizeof err);
+		if (rc < 0) {
+			rmdir(l->host_dir);
+			l->owns_dir = false;
+			set_error(b, "disk=: %s", err);
+			return rc;
+		}
+		l->disk_mounted = true;
+	}
 	/* A kept workspace is no orphan whatever becomes of this daemon:
 	 * sweep finds only workspaces with a marker. */
 	if (!spec->keep)
@@ -316,6 +344,10 @@ static bool refuse_unenforceable(struct sb_backend *b)
 		why = "backend 'local' cannot enforce a cpu limit; drop cpu=";
 	else if (s->memory_mb > 0)
 		why = "backend 'local' cannot enforce a memory limit; drop memory=";
+	else if (s->disk_mb > 0 && s->attach_id)
+		why = "disk= sizes a new workspace; an attached one keeps the size it was made with: drop disk=";
+	else if (s->disk_mb > 0)
+		why = local_disk_unenforceable(s->disk_mb);
 	else if (!s->workdir || s->workdir[0] != '/' || !s->workdir[1])
 		why = "backend 'local' needs an absolute workdir other than /";
 	for (size_t i = 0; !why && s->env && s->env[i]; i++)
@@ -605,6 +637,22 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 
 /* ---- lifecycle ---- */
 
+/* Removes a workspace we made: its image (if any), its tree, its marker.
+ * The O_PATH fd goes first, or the image's unmount would find it busy. */
+static void discard_workspace(struct local *l)
+{
+	if (l->ws_fd >= 0) {
+		close(l->ws_fd);
+		l->ws_fd = -1;
+	}
+	if (l->disk_mounted)
+		local_disk_remove(l->host_dir);
+	l->disk_mounted = false;
+	remove_tree(l->host_dir);
+	remove_owner(l->host_dir);
+	l->owns_dir = false;
+}
+
 static void stop_sandbox(struct local *l)
 {
 	pthread_mutex_lock(&l->lock);
@@ -648,11 +696,8 @@ static int local_create(struct sb_backend *b, const struct sb_spec *spec)
 	}
 	if (rc < 0) {
 		stop_sandbox(l);
-		if (l->owns_dir) {
-			remove_tree(l->host_dir);
-			remove_owner(l->host_dir);
-		}
-		l->owns_dir = false;
+		if (l->owns_dir)
+			discard_workspace(l);
 		return rc;
 	}
 	/* the id is what `-o attach=` takes back */
@@ -668,11 +713,8 @@ static int local_destroy(struct sb_backend *b)
 	if (!l)
 		return 0;
 	stop_sandbox(l);
-	if (l->owns_dir) {
-		remove_owner(l->host_dir);
-		remove_tree(l->host_dir);
-		l->owns_dir = false;
-	}
+	if (l->owns_dir)
+		discard_workspace(l);
 	return 0;
 }
 
@@ -688,6 +730,9 @@ static void local_release(struct sb_backend *b)
 		close(l->bwrap_pidfd);
 	if (l->ws_fd >= 0)
 		close(l->ws_fd);
+	/* a kept workspace's image is mounted again by attach */
+	if (l->disk_mounted)
+		local_disk_unmount(l->host_dir);
 	pthread_mutex_destroy(&l->lock);
 	free(l);
 	b->priv = NULL;

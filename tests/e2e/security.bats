@@ -298,3 +298,84 @@ host_masked_etc() {
 	[[ -z $others ]] || fail "the sandbox's mount table shows the host path $T: $others"
 	tally "host paths looked for in the sandbox's processes and mounts" "$((n + 1))"
 }
+
+# disk_limit_enforced: -o disk= can hold on this backend and machine
+# (local as root: a loop-mounted image; docker: an engine whose storage
+# driver takes a size, which this suite's dockerd does not have).
+disk_limit_enforced() {
+	case $SBFS_TEST_BACKEND in
+	local) [[ $(id -u) == 0 && -e /dev/loop-control ]] ;;
+	*) return 1 ;;
+	esac
+}
+
+@test "disk=32M: filling the workspace gives ENOSPC in the sandbox and on the mount, and loses nothing accepted" {
+	disk_limit_enforced || skip "disk= is refused here (tested below)"
+	mount_sbfs -o disk=32M
+	echo accepted >"$MNT/keep"
+	run sb dd if=/dev/zero of="$WS/fill" bs=1M count=64
+	[ "$status" -ne 0 ] || fail "dd of 64 MiB into a 32 MiB workspace succeeded"
+	assert_output_has "No space left on device"
+	# through the mount: the write or its close fails
+	run sh -c 'head -c 16M /dev/zero >"$1"' sh "$MNT/more"
+	[ "$status" -ne 0 ] || fail "a 16 MiB write into a full workspace succeeded"
+	[[ $output == *"No space left on device"* || $output == *"Input/output error"* ]] ||
+		fail "the failed write did not say ENOSPC or EIO: $output"
+	assert_eq "$(cat "$MNT/keep")" accepted "the file accepted before, on the mount"
+	# the failed file stays pending (sbexec refuses to run meanwhile);
+	# removing it drops its upload
+	rm -f "$MNT/more"
+	assert_eq "$(sb cat "$WS/keep")" accepted "the file accepted before, in the sandbox"
+	# the host holds no more than the limit for this sandbox
+	local kib
+	kib=$(du -skx "$T/root" | cut -f1) # -x: the image, not its mount
+	((kib <= 33 * 1024)) || fail "the host holds $kib KiB for a 32 MiB workspace"
+	# in the sandbox's mount table the workspace is its own file system
+	run sb cat /proc/self/mountinfo
+	[[ $output != *"$T"* ]] || fail "the sandbox's mount table shows the host path $T: $output"
+	# free the space: the mount works again, and unmounts clean
+	sb rm -f "$WS/fill"
+	echo after >"$MNT/after"
+	assert_eq "$(sb cat "$WS/after")" after "a write after space was freed"
+	figure "disk=32M: host use at the limit" "$kib KiB"
+}
+
+@test "disk=: refused where the backend cannot enforce it, with one line saying so" {
+	[[ $SBFS_TEST_BACKEND == modal ]] && skip "Modal enforces disk= itself (ephemeral_disk_mb, tested below)"
+	mkdir -p "$T/mnt"
+	if [[ $SBFS_TEST_BACKEND == local && $(id -u) == 0 ]]; then
+		# as root local enforces it: the refusal is that of a user
+		require_cmd setpriv
+		chmod 711 "$T"
+		chmod 777 "$T/mnt" "$T/root"
+		run timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups \
+			env -i PATH="$PATH" TMPDIR="$T/root" sbfs -o "local_root=$T/root,disk=64" "$T/mnt"
+	else
+		disk_limit_enforced && skip "disk= is enforced here (tested above)"
+		run timeout 60 sbfs -o "$(sbfs_opts mnt disk=64)" "$T/mnt"
+	fi
+	[ "$status" -ne 0 ] || fail "a mount with disk= that cannot be enforced succeeded"
+	case $SBFS_TEST_BACKEND in
+	local) assert_output_has "sbfs: error: backend 'local' can enforce disk= only when sbfs runs as root (it mounts the workspace on a file system of that size); drop disk= or run sbfs as root" ;;
+	docker) assert_output_has "cannot enforce disk= (its storage driver has no size limit here: " ;;
+	esac
+	[[ $(grep -c . <<<"$output") == 1 ]] || fail "more than one line: $output"
+	nothing_left_behind "$T/mnt"
+}
+
+@test "modal: disk= is asked of Modal as the sandbox's ephemeral disk" {
+	require_backend modal
+	mount_sbfs -o disk=2G
+	local f
+	f=$(grep -l "\"name\": \"$SBFS_SANDBOX\"" "$SBFS_FAKE_MODAL_STATE"/sandboxes/*/definition.json | head -n1)
+	[[ -n $f ]] || fail "no sandbox record for $SBFS_SANDBOX in the fake"
+	assert_eq "$(jq -r '.resources.ephemeral_disk_mb' "$f")" 2048 "ephemeral_disk_mb sent to Modal"
+}
+
+@test "disk=: a size that is not one is refused with one line" {
+	mkdir -p "$T/mnt"
+	run timeout 60 sbfs -o "$(sbfs_opts mnt disk=lots)" "$T/mnt"
+	assert_status 2
+	assert_output_has "sbfs: -o disk needs a size in MiB or with a unit (512, 512M, 2G), not 'lots'"
+	nothing_left_behind "$T/mnt"
+}
