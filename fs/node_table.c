@@ -330,8 +330,10 @@ void node_walk(struct node *n, void (*fn)(struct node *, void *), void *arg)
 
 bool node_evictable(const struct node_table *t, const struct node *n)
 {
-	return n != t->root && n->parent && n->nlookup == 0 && !n->file &&
-	       n->open_dirs == 0 && !n->children;
+	/* an open directory's handle names its children by inode, and
+	 * readdirplus hands those to the kernel: they stay while it is open */
+	return n != t->root && n->parent && n->parent->open_dirs == 0 &&
+	       n->nlookup == 0 && !n->file && n->open_dirs == 0 && !n->children;
 }
 
 static bool over_bound(const struct node_table *t)

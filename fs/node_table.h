@@ -94,7 +94,7 @@ void node_detach(struct node_table *t, struct node *n);
 bool node_release_if_unused(struct node_table *t, struct node *n);
 
 /* n holds nothing but a cache: in the tree, forgotten by the kernel, no
- * spool, no open handle, no children. */
+ * spool, no open handle, no children, and its directory is not open. */
 bool node_evictable(const struct node_table *t, const struct node *n);
 /* The kernel has forgotten n (nlookup reached 0): past the bound, n and
  * the ancestors it leaves empty are evicted, and a full sweep runs when

@@ -239,20 +239,28 @@ nodes_within() {
 }
 
 @test "the node cache is bounded: a listing of 20,000 files is given back once the kernel forgets it" {
-	mount_sbfs -o max_nodes=1000
-	assert_eq "$(status_json | jq -r '.max_nodes')" 1000 "max_nodes in sbfs status --json"
+	# The shell listing (docker, modal, shell_ops) lists a few hundred
+	# names a second on a loaded machine: there the same check runs at a
+	# tenth of the scale (the cache is the fs core's, the same code).
+	local files=20000 bound=1000
+	if [[ $SBFS_TEST_BACKEND != local || $SBFS_TEST_OPTS == *shell_ops* ]]; then
+		files=2000 bound=100
+	fi
+	mount_sbfs -o "max_nodes=$bound"
+	assert_eq "$(status_json | jq -r '.max_nodes')" "$bound" "max_nodes in sbfs status --json"
 	sb mkdir "$WS/d"
-	sb sh -c 'cd "$1" && seq 1 20000 | xargs touch' sh "$WS/d"
-	assert_eq "$(ls -l "$MNT/d" | grep -c '^-')" 20000 "files listed"
+	sb sh -c 'cd "$1" && seq 1 "$2" | xargs touch' sh "$WS/d" "$files"
+	assert_eq "$(ls -l "$MNT/d" | grep -c '^-')" "$files" "files listed"
 	local peak
 	peak=$(status_json | jq -r '.cached_nodes')
 	drop_kernel_caches
 	# the kernel's forgets reach the daemon asynchronously
-	poll 30 nodes_within 1000 || fail "still $(cat "$T/nodes") nodes cached after a cache drop and a refresh (bound 1000, peak $peak)"
+	poll 30 nodes_within "$bound" ||
+		fail "still $(cat "$T/nodes") nodes cached after a cache drop and a refresh (bound $bound, peak $peak)"
 	# what was evicted is asked again, and is all there
-	assert_eq "$(ls "$MNT/d" | wc -l)" 20000 "files listed after the eviction"
+	assert_eq "$(ls "$MNT/d" | wc -l)" "$files" "files listed after the eviction"
 	assert_eq "$(stat -c %s "$MNT/d/777")" 0 "stat after the eviction"
-	figure "node cache: 20,000 files listed (peak $peak nodes), $(cat "$T/nodes") cached after a cache drop and a refresh"
+	figure "node cache: $files files listed (peak $peak nodes), $(cat "$T/nodes") cached after a cache drop and a refresh"
 }
 
 # host_masked_etc: the host's /etc entries a local sandbox must not show

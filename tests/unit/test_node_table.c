@@ -87,11 +87,13 @@ static void pinned_nodes_stay(void)
 	open_file->file = (struct file_state *)1; /* any spool pins it */
 	struct node *od = listed(&t, t.root, "opendir");
 	od->open_dirs = 1;
+	struct node *in_open = listed(&t, od, "listed-in-open-dir");
 	uint64_t held_ino = held->ino;
 	size_t gone = node_table_evict(&t, 0);
 	CHECK_INT(gone, 298);
 	/* d keeps children, so it stays; the root always does */
-	CHECK_INT(t.count, 5);
+	CHECK_INT(t.count, 6);
+	CHECK(node_child(&t, od, "listed-in-open-dir") == in_open);
 	CHECK(node_by_ino(&t, held_ino) == held);
 	CHECK(node_child(&t, d, "f00002") == open_file);
 	CHECK(node_child(&t, t.root, "opendir") == od);
@@ -105,7 +107,10 @@ static void pinned_nodes_stay(void)
 	node_table_evict(&t, 0);
 	CHECK(node_child(&t, d, "f00001") == NULL);
 	CHECK(node_child(&t, t.root, "d") == NULL);
-	CHECK_INT(t.count, 2);
+	CHECK_INT(t.count, 3);
+	od->open_dirs = 0;
+	node_table_evict(&t, 0);
+	CHECK_INT(t.count, 1);
 	node_table_destroy(&t);
 }
 
