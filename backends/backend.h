@@ -37,6 +37,7 @@ struct sb_spec {
 	char **allow_egress_to; /* NULL-terminated hostnames, or NULL */
 	double cpu;             /* cores; 0 = unset */
 	uint64_t memory_mb;     /* 0 = unset */
+	uint64_t disk_mb;       /* size limit of the workspace; 0 = unset */
 	unsigned sandbox_timeout_s; /* lifetime; 0 = backend default */
 	unsigned idle_timeout_s;    /* 0 = none */
 	char **tags;            /* NULL-terminated "k=v" labels, or NULL */

@@ -84,6 +84,8 @@ static int refuse(struct sb_backend *b)
 		why = "backend 'docker' needs an image: -o image=NAME (for example python:3.12-slim)";
 	else if (!s->workdir || s->workdir[0] != '/')
 		why = "backend 'docker' needs an absolute workdir";
+	else if (s->disk_mb && s->attach_id)
+		why = "disk= sizes a new container; an attached one keeps the size it was made with: drop disk=";
 	for (size_t i = 0; !why && s->env && s->env[i]; i++)
 		if (!strchr(s->env[i], '=') || s->env[i][0] == '=')
 			why = "environment entries must be K=V";
@@ -225,6 +227,12 @@ static int create_container(struct sb_backend *b)
 		json_object_set_new(host, "NanoCpus", json_integer((json_int_t)(s->cpu * 1e9)));
 	if (pids > 0)
 		json_object_set_new(host, "PidsLimit", json_integer(pids));
+	if (s->disk_mb) {
+		/* the engine's storage driver enforces it, or refuses the create */
+		char size[32];
+		snprintf(size, sizeof size, "%lluM", (unsigned long long)s->disk_mb);
+		json_object_set_new(host, "StorageOpt", json_pack("{s:s}", "size", size));
+	}
 	json_t *body = json_pack("{s:s,s:[s,s,s,s,s],s:s,s:o,s:o,s:o,s:b,s:b}",
 				 "Image", s->image,
 				 "Entrypoint", "/bin/sh", "-c", keeper, "sbfs-keeper", life,
@@ -249,6 +257,13 @@ static int create_container(struct sb_backend *b)
 		return -ENOENT;
 	}
 	const char *id = json_string_value(json_object_get(r.json, "Id"));
+	if (r.status != 201 && s->disk_mb) {
+		dk_error(b,
+			 "the Docker engine at %s cannot enforce disk= (its storage driver has no size limit here: %s); drop disk= or use an engine that supports --storage-opt size",
+			 d->where, r.msg);
+		dk_result_free(&r);
+		return -EINVAL;
+	}
 	if (r.status != 201 || !id) {
 		dk_error(b, "the Docker engine at %s refused to create the container: %s",
 			 d->where, r.msg);

@@ -4,6 +4,7 @@
  * enter the running sandbox's namespaces with nsenter and drop every
  * capability with setpriv before running. */
 #include "local.h"
+#include "local_disk.h"
 #include "local_etc_mask.h"
 #include "util/log.h"
 
@@ -179,6 +180,31 @@ static void remove_owner(const char *host_dir)
 	unlink(path);
 }
 
+/* The daemon named by an owner marker still runs. */
+static bool owner_alive(const char *owner_file)
+{
+	FILE *f = fopen(owner_file, "re");
+	int pid = 0;
+	unsigned long long start = 0;
+	if (f) {
+		if (fscanf(f, "%d %llu", &pid, &start) != 2)
+			pid = 0;
+		fclose(f);
+	}
+	return pid > 0 && start && process_start_time(pid) == start;
+}
+
+/* An attached workspace is kept after unmount, so no marker may make it
+ * look orphaned: one left by a daemon that is gone (a kept workspace made
+ * before keep stopped writing markers, or a killed daemon's) goes. */
+static void disown_attached(const char *host_dir)
+{
+	char path[4200];
+	owner_path(host_dir, path, sizeof path);
+	if (access(path, F_OK) == 0 && !owner_alive(path))
+		unlink(path);
+}
+
 static const char *workspace_root(const struct sb_spec *spec)
 {
 	const char *root = sb_spec_option(spec, "local_root");
@@ -209,17 +235,18 @@ static int local_sweep(const struct sb_spec *spec)
 		snprintf(dir, sizeof dir, "%s/%.*s", root, (int)(len - 6), e->d_name);
 		FILE *f = fopen(owner, "re");
 		int pid = 0;
-		unsigned long long start = 0;
 		if (f) {
-			if (fscanf(f, "%d %llu", &pid, &start) != 2)
+			if (fscanf(f, "%d", &pid) != 1)
 				pid = 0;
 			fclose(f);
 		}
 		struct stat st;
-		if (pid > 0 && start && process_start_time(pid) == start)
-			continue; /* its daemon is alive */
-		if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+		if (owner_alive(owner))
+			continue;
+		if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid()) {
+			local_disk_remove(dir); /* a killed daemon leaves its mount */
 			remove_tree(dir);
+		}
 		unlink(owner);
 		printf("removed %s (its sbfs daemon, pid %d, is gone)\n", dir, pid);
 		removed++;
@@ -255,6 +282,21 @@ static int make_workspace(struct sb_backend *b, struct local *l)
 			return -ENOENT;
 		}
 		l->owns_dir = false;
+		disown_attached(l->host_dir);
+		if (local_disk_exists(l->host_dir)) {
+			char err[400];
+			if (geteuid() != 0) {
+				set_error(b, "attach: workspace '%.300s' is a disk image (-o disk=), which only root can mount; run sbfs as root",
+					  spec->attach_id);
+				return -EPERM;
+			}
+			int rc = local_disk_mount(l->host_dir, err, sizeof err);
+			if (rc < 0) {
+				set_error(b, "attach: cannot mount the workspace image: %s", err);
+				return rc;
+			}
+			l->disk_mounted = true;
+		}
 		return 0;
 	}
 	int n = snprintf(l->host_dir, sizeof(l->host_dir), "%s/%s", root, spec->name);
@@ -270,7 +312,21 @@ static int make_workspace(struct sb_backend *b, struct local *l)
 		return -e;
 	}
 	l->owns_dir = true;
-	write_owner(l->host_dir);
+	if (spec->disk_mb) {
+		char err[400];
+		int rc = local_disk_create(l->host_dir, spec->disk_mb, err, sizeof err);
+		if (rc < 0) {
+			rmdir(l->host_dir);
+			l->owns_dir = false;
+			set_error(b, "disk=: %s", err);
+			return rc;
+		}
+		l->disk_mounted = true;
+	}
+	/* A kept workspace is no orphan whatever becomes of this daemon:
+	 * sweep finds only workspaces with a marker. */
+	if (!spec->keep)
+		write_owner(l->host_dir);
 	return 0;
 }
 
@@ -288,6 +344,10 @@ static bool refuse_unenforceable(struct sb_backend *b)
 		why = "backend 'local' cannot enforce a cpu limit; drop cpu=";
 	else if (s->memory_mb > 0)
 		why = "backend 'local' cannot enforce a memory limit; drop memory=";
+	else if (s->disk_mb > 0 && s->attach_id)
+		why = "disk= sizes a new workspace; an attached one keeps the size it was made with: drop disk=";
+	else if (s->disk_mb > 0)
+		why = local_disk_unenforceable(s->disk_mb);
 	else if (!s->workdir || s->workdir[0] != '/' || !s->workdir[1])
 		why = "backend 'local' needs an absolute workdir other than /";
 	for (size_t i = 0; !why && s->env && s->env[i]; i++)
@@ -426,6 +486,40 @@ static void *watch_sandbox(void *arg)
 	return NULL;
 }
 
+/* bwrap's options (after its own name) NUL-separated in a memfd read
+ * from offset 0, for `bwrap --args FD`. The fd is above 4, so that the
+ * child's dup2 onto 3 and 4 cannot clobber it or keep it close-on-exec. */
+static int bwrap_args_memfd(const char *const *args)
+{
+	int mfd = memfd_create("sbfs-bwrap-args", MFD_CLOEXEC);
+	if (mfd < 0)
+		return -errno;
+	int fd = fcntl(mfd, F_DUPFD_CLOEXEC, 5);
+	close(mfd);
+	if (fd < 0)
+		return -errno;
+	for (size_t i = 0; args[i]; i++) {
+		size_t len = strlen(args[i]) + 1, off = 0;
+		while (off < len) {
+			ssize_t n = write(fd, args[i] + off, len - off);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				int e = n < 0 ? -errno : -EIO;
+				close(fd);
+				return e;
+			}
+			off += (size_t)n;
+		}
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
 /* Called from the thread that calls create: bwrap's --die-with-parent is
  * PR_SET_PDEATHSIG, which fires when the *thread* that forked it exits, so
  * that thread must live as long as the sandbox (the daemon creates it from
@@ -448,22 +542,17 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 	strv_add(&a, "--die-with-parent");
 	strv_add(&a, "--new-session"); /* no TIOCSTI into our terminal */
 	strv_add(&a, "--ro-bind"); strv_add(&a, "/usr"); strv_add(&a, "/usr");
-	strv_add(&a, "--ro-bind"); strv_add(&a, "/etc"); strv_add(&a, "/etc");
 	add_system_dirs(&a, links);
-	struct etc_masks masks;
-	int mrc = etc_masks_collect("/etc", &masks);
+	struct etc_view etc;
+	int mrc = etc_view_build("/etc", &etc);
 	if (mrc < 0) {
 		free(a.v);
 		set_error(b, "cannot scan /etc for files to hide from the sandbox: %s",
 			  strerror(-mrc));
 		return mrc;
 	}
-	for (size_t i = 0; i < masks.n; i++) {
-		strv_add(&a, masks.is_dir[i] ? "--tmpfs" : "--ro-bind");
-		if (!masks.is_dir[i])
-			strv_add(&a, "/dev/null");
-		strv_add(&a, masks.paths[i]);
-	}
+	for (size_t i = 0; i < etc.n; i++)
+		strv_add(&a, etc.args[i]);
 	strv_add(&a, "--proc"); strv_add(&a, "/proc");
 	strv_add(&a, "--dev"); strv_add(&a, "/dev");
 	strv_add(&a, "--tmpfs"); strv_add(&a, "/tmp");
@@ -474,20 +563,23 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 	strv_add(&a, "--setenv"); strv_add(&a, "PATH"); strv_add(&a, GUEST_PATH + 5);
 	strv_add(&a, "--chdir"); strv_add(&a, b->spec.workdir);
 	strv_add(&a, "--info-fd"); strv_add(&a, "3");
-	strv_add(&a, "--");
-	strv_add(&a, "/bin/sh"); strv_add(&a, "-c");
-	strv_add(&a, "while :; do sleep 3600; done");
-	if (a.oom) {
-		free(a.v);
-		return -ENOMEM;
-	}
+	int argsfd = a.oom ? -1 : bwrap_args_memfd(a.v + 1);
+	free(a.v);
+	etc_view_free(&etc);
+	if (argsfd < 0)
+		return a.oom ? -ENOMEM : argsfd;
+	/* bwrap stays as the sandbox's pid 1, whose cmdline the sandbox can
+	 * read: it shows only this, the options (host paths of the workspace
+	 * and of /etc) are read from the fd, which bwrap closes after; the
+	 * command must be on the command line */
+	const char *argv[] = {bwrap, "--args", "4", "--", "/bin/sh", "-c",
+			      "while :; do sleep 3600; done", NULL};
 	int info[2] = {-1, -1};
 	int errfd = memfd_create("sbfs-bwrap-stderr", MFD_CLOEXEC);
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (errfd < 0 || devnull < 0 || pipe2(info, O_CLOEXEC) < 0) {
 		int e = -errno;
-		free(a.v);
-		etc_masks_free(&masks);
+		close(argsfd);
 		if (errfd >= 0) close(errfd);
 		if (devnull >= 0) close(devnull);
 		return e;
@@ -504,16 +596,16 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 		dup2(devnull, 1);
 		dup2(errfd, 2);
 		dup2(info[1], 3);
-		syscall(SYS_close_range, 4U, ~0U, 0U);
+		dup2(argsfd, 4);
+		syscall(SYS_close_range, 5U, ~0U, 0U);
 		/* bwrap stays as the sandbox's pid 1, whose environ the
 		 * sandbox can read: it must not carry the daemon's (vendor
 		 * tokens, the caller's secrets) */
 		static char *const no_env[] = {NULL};
-		execve(bwrap, (char *const *)a.v, no_env);
+		execve(bwrap, (char *const *)argv, no_env);
 		_exit(127);
 	}
-	free(a.v);
-	etc_masks_free(&masks);
+	close(argsfd);
 	close(info[1]);
 	close(devnull);
 	if (pid < 0) {
@@ -544,6 +636,22 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 }
 
 /* ---- lifecycle ---- */
+
+/* Removes a workspace we made: its image (if any), its tree, its marker.
+ * The O_PATH fd goes first, or the image's unmount would find it busy. */
+static void discard_workspace(struct local *l)
+{
+	if (l->ws_fd >= 0) {
+		close(l->ws_fd);
+		l->ws_fd = -1;
+	}
+	if (l->disk_mounted)
+		local_disk_remove(l->host_dir);
+	l->disk_mounted = false;
+	remove_tree(l->host_dir);
+	remove_owner(l->host_dir);
+	l->owns_dir = false;
+}
 
 static void stop_sandbox(struct local *l)
 {
@@ -588,11 +696,8 @@ static int local_create(struct sb_backend *b, const struct sb_spec *spec)
 	}
 	if (rc < 0) {
 		stop_sandbox(l);
-		if (l->owns_dir) {
-			remove_tree(l->host_dir);
-			remove_owner(l->host_dir);
-		}
-		l->owns_dir = false;
+		if (l->owns_dir)
+			discard_workspace(l);
 		return rc;
 	}
 	/* the id is what `-o attach=` takes back */
@@ -608,13 +713,8 @@ static int local_destroy(struct sb_backend *b)
 	if (!l)
 		return 0;
 	stop_sandbox(l);
-	if (l->owns_dir) {
-		/* A kept workspace is no orphan: sweep leaves it alone. */
-		remove_owner(l->host_dir);
-		if (!b->spec.keep)
-			remove_tree(l->host_dir);
-		l->owns_dir = false;
-	}
+	if (l->owns_dir)
+		discard_workspace(l);
 	return 0;
 }
 
@@ -648,6 +748,9 @@ static void local_release(struct sb_backend *b)
 		close(l->bwrap_pidfd);
 	if (l->ws_fd >= 0)
 		close(l->ws_fd);
+	/* a kept workspace's image is mounted again by attach */
+	if (l->disk_mounted)
+		local_disk_unmount(l->host_dir);
 	pthread_mutex_destroy(&l->lock);
 	free(l);
 	b->priv = NULL;

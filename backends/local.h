@@ -13,6 +13,7 @@ struct local {
 	char host_dir[4096];  /* the workspace on the host */
 	int ws_fd;            /* O_PATH of host_dir: root of all native ops */
 	bool owns_dir;        /* created by us (not attached): removed on destroy */
+	bool disk_mounted;    /* host_dir is its image's mount (-o disk=), by us */
 	pid_t bwrap_pid;      /* our child; only the watcher reaps it */
 	int bwrap_pidfd;      /* readable once bwrap has exited */
 	pid_t init_pid;       /* pid 1 of the sandbox, as seen from the host */

@@ -111,6 +111,14 @@ static int check_spec(struct sb_backend *b)
 		snprintf(e, n, "Modal needs an absolute workdir");
 		return -EINVAL;
 	}
+	if (s->disk_mb && s->attach_id) {
+		snprintf(e, n, "disk= sizes a new sandbox; an attached one keeps the size it was made with: drop disk=");
+		return -EINVAL;
+	}
+	if (s->disk_mb > UINT32_MAX) {
+		snprintf(e, n, "Modal takes disk= up to %u MiB", (unsigned)UINT32_MAX);
+		return -EINVAL;
+	}
 	for (size_t i = 0; s->env && s->env[i]; i++) {
 		const char *kv = s->env[i];
 		size_t k = strcspn(kv, "=");
@@ -349,10 +357,12 @@ static void build_definition(struct sb_backend *b, struct modal *m,
 	const struct sb_spec *s = &b->spec;
 	(void)m;
 	pb_string(def, 3, image_id);
-	/* Resources { memory_mb=2, milli_cpu=3, gpu_config=4 } */
+	/* Resources { memory_mb=2, milli_cpu=3, gpu_config=4,
+	 * ephemeral_disk_mb=6 } */
 	struct pb_buf res = {0}, gpu = {0};
 	pb_uint(&res, 2, s->memory_mb);
 	pb_uint(&res, 3, (uint64_t)(s->cpu * 1000 + 0.5));
+	pb_uint(&res, 6, s->disk_mb);
 	const char *g = sb_spec_option(s, "gpu");
 	if (g && *g) {
 		/* GPUConfig { count=2, gpu_type=4 (uppercased) }: "A100" or "A100:2" */
@@ -419,6 +429,8 @@ static int sandbox_create(struct sb_backend *b, struct modal *m, const char *ima
 	add_tag(&req, "sbfs-owner", owner);
 	add_tag(&req, "sbfs-host", host);
 	add_tag(&req, "sbfs-pid", pid);
+	if (b->spec.keep)
+		add_tag(&req, "sbfs-keep", "1"); /* left on purpose: sweep spares it */
 	for (size_t i = 0; b->spec.tags && b->spec.tags[i]; i++) {
 		char kv[512];
 		snprintf(kv, sizeof(kv), "%s", b->spec.tags[i]);
@@ -626,6 +638,7 @@ struct swept {
 	char id[128];
 	char host[256];
 	int pid;
+	bool kept;
 	double created;
 };
 
@@ -682,6 +695,8 @@ static void parse_info(const struct pb_field *fi, struct swept *s)
 				snprintf(s->host, sizeof(s->host), "%s", value);
 			else if (!strcmp(name, "sbfs-pid"))
 				s->pid = atoi(value);
+			else if (!strcmp(name, "sbfs-keep"))
+				s->kept = true;
 		}
 	}
 }
@@ -735,6 +750,10 @@ static int modal_sweep(const struct sb_spec *spec)
 				continue;
 			if (strcmp(s.host, host) != 0) {
 				printf("%s: skipped (mounted from host %s)\n", s.id, s.host[0] ? s.host : "unknown");
+				continue;
+			}
+			if (s.kept) {
+				printf("%s: kept with -o keep\n", s.id);
 				continue;
 			}
 			if (!daemon_gone(s.pid)) {

@@ -314,6 +314,7 @@ int sbfs_mount_run(struct mount_options *o)
 		.control_socket = sock,
 		.log_path = log_path,
 		.writeback = o->writeback,
+		.max_nodes = o->max_nodes,
 	};
 	if (fs_init(&fs, b, &cfg) < 0) {
 		sb_err("out of memory");

@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include "../backends/fault_inject.h"
+#include "../util/size_parse.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -8,6 +9,12 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The node cache's default bound: a large source tree (a Linux checkout
+ * has about 90,000 files) stays cached for `git status`, while the cache
+ * stays near 50 MB (about 550 bytes a node). */
+#define MAX_NODES_DEFAULT 100000
+#define MAX_NODES_MIN 100
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -127,6 +134,19 @@ static int apply_option(struct mount_options *o, char *opt, char *err,
 		if (parse_uint(key, val, 1ULL << 30, &u, err, errlen) < 0)
 			return -1;
 		o->spec.memory_mb = u;
+	} else if (!strcmp(key, "disk")) {
+		NEED_VALUE();
+		uint64_t mib;
+		if (sb_parse_size_mib(val, &mib) < 0)
+			return fail(err, errlen, "-o disk needs a size in MiB or with a unit (512, 512M, 2G), not '%s'", val);
+		o->spec.disk_mb = mib;
+	} else if (!strcmp(key, "max_nodes")) {
+		NEED_VALUE();
+		if (parse_uint(key, val, 1ULL << 32, &u, err, errlen) < 0)
+			return -1;
+		if (u < MAX_NODES_MIN)
+			return fail(err, errlen, "-o max_nodes must be at least %d, not '%s'", MAX_NODES_MIN, val);
+		o->max_nodes = (size_t)u;
 	} else if (!strcmp(key, "sandbox_timeout") || !strcmp(key, "idle_timeout")) {
 		NEED_VALUE();
 		if (parse_uint(key, val, UINT_MAX, &u, err, errlen) < 0)
@@ -243,6 +263,8 @@ void mount_options_usage(FILE *out)
 		"  -o network          allow network access (default: none)\n"
 		"  -o allow_egress_to=HOST[:HOST...]  egress allowlist, where enforceable\n"
 		"  -o cpu=N, memory=MB resource limits, where enforceable\n"
+		"  -o disk=SIZE        size limit of the workspace (MiB, or 512M, 2G),\n"
+		"                      where enforceable\n"
 		"  -o sandbox_timeout=S  lifetime of the sandbox; idle_timeout=S\n"
 		"  -o tag=KEY=VALUE    label the sandbox (repeatable)\n"
 		"  -o keep             leave the sandbox after unmount and print its id\n"
@@ -251,6 +273,8 @@ void mount_options_usage(FILE *out)
 		"                      30 with writeback)\n"
 		"  -o dir_timeout=S    cache listings for S seconds (default 5; 30 with\n"
 		"                      writeback)\n"
+		"  -o max_nodes=N      bound of the cached nodes (default 100000): past it,\n"
+		"                      what the kernel has forgotten is dropped\n"
 		"  -o spool_dir=DIR    local spool for open files (default $TMPDIR or /var/tmp)\n"
 		"  -o log=FILE         daemon log (default: beside the control socket)\n"
 		"  -o writeback        close() returns once the data is safe in the local\n"
@@ -271,6 +295,7 @@ int mount_options_parse(int argc, char **argv, struct mount_options *o,
 	memset(o, 0, sizeof *o);
 	sb_spec_init(&o->spec);
 	o->attr_timeout = o->dir_timeout = -1; /* unset: defaults below */
+	o->max_nodes = MAX_NODES_DEFAULT;
 
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];

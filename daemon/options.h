@@ -21,6 +21,7 @@ struct mount_options {
 	double call_timeout;              /* 0 = SB_CALL_TIMEOUT_DEFAULT_S */
 	double attr_timeout;
 	double dir_timeout;
+	size_t max_nodes;     /* bound of the node cache */
 	char *spool_dir;
 	char *log_path;
 	bool writeback;       /* -o writeback: uploads after close() returns */

@@ -21,6 +21,7 @@ struct fs_config {
 	const char *control_socket; /* value of the control xattr on the root */
 	const char *log_path;       /* shown in status */
 	bool writeback;             /* -o writeback: see writeback.h */
+	size_t max_nodes;           /* node cache bound; 0 = none */
 };
 
 struct fs {

@@ -240,7 +240,9 @@ int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg)
 	fs->gid = getgid();
 	if (!fs->workdir)
 		return -ENOMEM;
-	return node_table_init(&fs->t, 0755);
+	int rc = node_table_init(&fs->t, 0755);
+	fs->t.max_nodes = cfg->max_nodes;
+	return rc;
 }
 
 static void free_files(struct node *n, void *arg)
@@ -443,6 +445,11 @@ void fs_invalidate(struct fs *fs, const char *relpath)
 	for (size_t i = 0; i < l.n; i++)
 		free(l.v[i].name);
 	free(l.v);
+	/* What the kernel has forgotten is only a cache now stale: it goes,
+	 * so a refresh gives the memory back. */
+	pthread_mutex_lock(&fs->t.lock);
+	node_table_evict(&fs->t, 0);
+	pthread_mutex_unlock(&fs->t.lock);
 }
 
 static void collect_pending(struct node *n, void *arg)
@@ -467,13 +474,16 @@ void fs_status(struct fs *fs, json_t *obj)
 	json_t *pending = json_array();
 	pthread_mutex_lock(&fs->t.lock);
 	node_walk(fs->t.root, collect_pending, pending);
-	size_t nodes = fs->t.count;
+	size_t nodes = fs->t.count, max_nodes = fs->t.max_nodes;
+	uint64_t evicted = fs->t.evicted;
 	pthread_mutex_unlock(&fs->t.lock);
 	json_object_set_new(obj, "pending_uploads", pending);
 	wb_status(fs, obj);
 	json_object_set_new(obj, "pid", json_integer(getpid()));
 	json_object_set_new(obj, "workdir", json_string(fs->workdir));
 	json_object_set_new(obj, "cached_nodes", json_integer((json_int_t)nodes));
+	json_object_set_new(obj, "max_nodes", json_integer((json_int_t)max_nodes));
+	json_object_set_new(obj, "evicted_nodes", json_integer((json_int_t)evicted));
 	if (fs->cfg.log_path)
 		json_object_set_new(obj, "log", json_string(fs->cfg.log_path));
 }

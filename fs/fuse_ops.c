@@ -254,7 +254,8 @@ static void forget_one(struct fs *fs, fuse_ino_t ino, uint64_t nlookup)
 	if (!n || ino == NODE_ROOT_INO)
 		return;
 	n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
-	node_release_if_unused(&fs->t, n);
+	if (n->nlookup == 0)
+		node_forgotten(&fs->t, n);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)

@@ -352,3 +352,69 @@ void node_walk(struct node *n, void (*fn)(struct node *, void *), void *arg)
 	}
 	fn(n, arg);
 }
+
+bool node_evictable(const struct node_table *t, const struct node *n)
+{
+	/* an open directory's handle names its children by inode, and
+	 * readdirplus hands those to the kernel: they stay while it is open */
+	return n != t->root && n->parent && n->parent->open_dirs == 0 &&
+	       n->nlookup == 0 && !n->file && n->open_dirs == 0 && !n->children;
+}
+
+static bool over_bound(const struct node_table *t)
+{
+	return t->max_nodes && t->count > t->max_nodes;
+}
+
+static void evict(struct node_table *t, struct node *n)
+{
+	/* the parent's listing no longer has a node for every child, so it
+	 * can no longer answer "absent" */
+	n->parent->list_set = false;
+	name_unhash(t, n);
+	unlink_sibling(n);
+	node_free(t, n);
+	t->evicted++;
+}
+
+struct evict_ctx {
+	struct node_table *t;
+	size_t target;
+	size_t evicted;
+};
+
+static void evict_if_possible(struct node *n, void *arg)
+{
+	struct evict_ctx *c = arg;
+	if (c->t->count > c->target && node_evictable(c->t, n)) {
+		evict(c->t, n);
+		c->evicted++;
+	}
+}
+
+size_t node_table_evict(struct node_table *t, size_t target)
+{
+	struct evict_ctx c = {.t = t, .target = target};
+	/* post-order: a directory is tried after its children went */
+	node_walk(t->root, evict_if_possible, &c);
+	return c.evicted;
+}
+
+void node_forgotten(struct node_table *t, struct node *n)
+{
+	if (!node_release_if_unused(t, n)) {
+		while (n && over_bound(t) && node_evictable(t, n)) {
+			struct node *parent = n->parent;
+			evict(t, n);
+			n = parent;
+		}
+	}
+	if (!over_bound(t) || t->count < t->sweep_at)
+		return;
+	/* Listings add nodes the kernel never looked up, which no forget
+	 * reaches: sweep down to three quarters of the bound, and not again
+	 * until the table has grown by a quarter of it (a table of nodes the
+	 * kernel holds is not rescanned at every forget). */
+	node_table_evict(t, t->max_nodes - t->max_nodes / 4);
+	t->sweep_at = t->count + t->max_nodes / 4;
+}

@@ -77,6 +77,14 @@ struct node_table {
 	uint64_t next_ino;
 	uint64_t gen;              /* bumped to invalidate every cache */
 	struct node *root;
+	/* Bound on count (0: none). Past it, nodes the kernel has forgotten
+	 * and that hold nothing but cached attributes are evicted: their
+	 * attributes are asked again when next wanted. Nodes the kernel
+	 * holds, open files and directories, and spools are never evicted,
+	 * so count may stay above the bound while they last. */
+	size_t max_nodes;
+	size_t sweep_at;           /* no full sweep from forget below this */
+	uint64_t evicted;          /* nodes evicted since init */
 };
 
 int node_table_init(struct node_table *t, mode_t root_mode);
@@ -102,6 +110,18 @@ static inline bool node_removed(const struct node *n)
 }
 /* Frees n when nothing refers to it any more. Returns true if freed. */
 bool node_release_if_unused(struct node_table *t, struct node *n);
+
+/* n holds nothing but a cache: in the tree, forgotten by the kernel, no
+ * spool, no open handle, no children, and its directory is not open. */
+bool node_evictable(const struct node_table *t, const struct node *n);
+/* The kernel has forgotten n (nlookup reached 0): past the bound, n and
+ * the ancestors it leaves empty are evicted, and a full sweep runs when
+ * the table has grown by a quarter of the bound since the last one. */
+void node_forgotten(struct node_table *t, struct node *n);
+/* Evicts evictable nodes, deepest first, until count <= target. Returns
+ * how many went. Callers must not hold node pointers across it other
+ * than the root. */
+size_t node_table_evict(struct node_table *t, size_t target);
 
 /* The mount-relative path ("/" for the root, "/a/b" below it) in a malloc'd
  * string; NULL for a detached node or on allocation failure. */

@@ -33,6 +33,8 @@ backend_sandbox_kill() { docker_sandbox_kill "$(cat "$1/sandbox")"; }
 backend_sandbox_gone() { docker_sandbox_gone "$(cat "$1/sandbox")"; }
 backend_sandbox_destroy() { docker_sandbox_cleanup "$(cat "$1/sandbox")"; }
 # the gone checks ask the engine by name: they prove something as they are
+backend_sandbox_exists() { docker_sandbox_exists "$1"; }
+backend_sweep_opts() { echo "backend=docker"; }
 backend_has_sandbox() { :; }
 backend_workspaces_left() { :; }
 backend_workspaces_count() { :; }

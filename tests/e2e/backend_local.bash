@@ -12,6 +12,8 @@
 #   backend_sandbox_kill REC     kill a mount's sandbox from outside, as a crash would
 #   backend_sandbox_gone REC     0 once that sandbox no longer exists
 #   backend_sandbox_destroy REC  remove a sandbox that -o keep left running
+#   backend_sandbox_exists ID    0 while the sandbox ID (e.g. one -o keep left) exists
+#   backend_sweep_opts           the -o of `sbfs sweep` that finds this backend's orphans
 #   backend_has_sandbox REC      0 if the "gone" checks can prove something
 #   backend_workspaces_left      print the host-side workspaces still there
 #                                (nothing where there are none on the host)
@@ -53,6 +55,8 @@ backend_sandbox_destroy() {
 	rm -rf "$T/root"
 }
 
+backend_sandbox_exists() { [[ -d $T/root/$1 ]]; }
+backend_sweep_opts() { echo "backend=local,local_root=$T/root"; }
 backend_has_sandbox() {
 	_local_refresh_procs "$1"
 	[[ -s $1/procs ]] || fail "no sandbox processes under daemon $(cat "$1/pid")"

@@ -33,6 +33,8 @@ backend_sandbox_kill() { modal_sandbox_kill "$(cat "$1/sandbox")"; }
 backend_sandbox_gone() { modal_sandbox_gone "$(cat "$1/sandbox")"; }
 backend_sandbox_destroy() { modal_sandbox_cleanup "$(cat "$1/sandbox")"; }
 # the gone checks ask the API by name: they prove something as they are
+backend_sandbox_exists() { modal_sandbox_exists "$1"; }
+backend_sweep_opts() { echo "backend=modal"; }
 backend_has_sandbox() { :; }
 backend_workspaces_left() { :; }
 backend_workspaces_count() { :; }

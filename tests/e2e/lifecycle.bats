@@ -37,6 +37,21 @@ destroy_kept() {
 	return 0
 }
 
+# kept_sandbox_exists ID: the sandbox -o keep left is still there (local:
+# its workspace directory with the file the test wrote).
+kept_sandbox_exists() {
+	backend_sandbox_exists "$1"
+}
+
+# sweep_spares ID: `sbfs sweep` runs and leaves the kept sandbox ID.
+sweep_spares() {
+	run timeout 120 sbfs sweep -o "$(backend_sweep_opts)"
+	assert_status 0
+	[[ $output != *"$1"*removed* && $output != *"removed"*"$1"* && $output != *"$1: terminated"* ]] ||
+		fail "sweep removed the kept sandbox $1: $output" || return 1
+	kept_sandbox_exists "$1" || fail "the kept sandbox $1 is gone after sweep: $output"
+}
+
 @test "fusermount3 -u: daemon exits, sandbox processes and workspace are gone" {
 	mount_sbfs
 	[ -e "$T/mnt.log" ] || fail "log=FILE was not created"
@@ -264,4 +279,28 @@ destroy_kept() {
 	assert_eq "$rc" 0 "mount -o attach=$id"
 	assert_eq "$got" kept-data "file on the re-attached mount"
 	assert_eq "$got_sb" kept-data "file in the re-attached sandbox"
+}
+
+@test "sbfs sweep never removes a sandbox kept with -o keep, also after an attach= round trip" {
+	mount_sbfs -o keep
+	local id=$SBFS_SANDBOX
+	[ -n "$id" ] || fail "no sandbox id in status"
+	echo kept-data >"$MNT/f"
+	unmount_sbfs
+	kept_sandbox_exists "$id" || fail "-o keep did not keep sandbox $id"
+	local rc=0
+	sweep_spares "$id" || rc=$?
+	if ((rc == 0)); then
+		mount_sbfs -n again -o "attach=$id" || rc=$?
+		((rc == 0)) && { unmount_sbfs || rc=$?; }
+		((rc == 0)) && { sweep_spares "$id" || rc=$?; }
+		((rc == 0)) && { mount_sbfs -n third -o "attach=$id" || rc=$?; }
+		if ((rc == 0)); then
+			got=$(cat "$MNT/f" 2>&1) || true
+			unmount_sbfs || rc=$?
+		fi
+	fi
+	destroy_kept "$id"
+	assert_eq "$rc" 0 "keep, sweep, attach, sweep, attach"
+	assert_eq "$got" kept-data "the kept file after two sweeps"
 }

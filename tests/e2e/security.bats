@@ -229,3 +229,162 @@ never_shows() {
 	assert_eq "$(sb cat "$WS/after")" ok
 	assert_eq "$(cat "$MNT/after")" ok
 }
+
+# nodes_within MAX: after a refresh, the daemon caches at most MAX nodes.
+nodes_within() {
+	sbfs refresh "$MNT" >/dev/null || return 1
+	local n
+	n=$(status_json | jq -er '.cached_nodes') || return 1
+	echo "$n" >"$T/nodes"
+	((n <= $1))
+}
+
+@test "the node cache is bounded: a listing of 20,000 files is given back once the kernel forgets it" {
+	# The shell listing (docker, modal, shell_ops) lists a few hundred
+	# names a second on a loaded machine: there the same check runs at a
+	# tenth of the scale (the cache is the fs core's, the same code).
+	local files=20000 bound=1000
+	if [[ $SBFS_TEST_BACKEND != local || $SBFS_TEST_OPTS == *shell_ops* ]]; then
+		files=2000 bound=100
+	fi
+	mount_sbfs -o "max_nodes=$bound"
+	assert_eq "$(status_json | jq -r '.max_nodes')" "$bound" "max_nodes in sbfs status --json"
+	sb mkdir "$WS/d"
+	sb sh -c 'cd "$1" && seq 1 "$2" | xargs touch' sh "$WS/d" "$files"
+	assert_eq "$(ls -l "$MNT/d" | grep -c '^-')" "$files" "files listed"
+	local peak
+	peak=$(status_json | jq -r '.cached_nodes')
+	drop_kernel_caches
+	# the kernel's forgets reach the daemon asynchronously
+	poll 30 nodes_within "$bound" ||
+		fail "still $(cat "$T/nodes") nodes cached after a cache drop and a refresh (bound $bound, peak $peak)"
+	# what was evicted is asked again, and is all there
+	assert_eq "$(ls "$MNT/d" | wc -l)" "$files" "files listed after the eviction"
+	assert_eq "$(stat -c %s "$MNT/d/777")" 0 "stat after the eviction"
+	figure "node cache: $files files listed (peak $peak nodes), $(cat "$T/nodes") cached after a cache drop and a refresh"
+}
+
+# host_masked_etc: the host's /etc entries a local sandbox must not show
+# (not readable by others), one path a line.
+host_masked_etc() {
+	find /etc -mindepth 1 \( -type d \( ! -perm -o=r -o ! -perm -o=x \) -print -prune \) \
+		-o \( -type f ! -perm -o=r -print \) 2>/dev/null
+}
+
+@test "the sandbox's process list and mount table show nothing of the host's layout" {
+	local masked=$T/masked
+	: >"$T/planted"
+	# a private file in the host's /etc, so the check has one to look for
+	if [[ -w /etc ]]; then
+		local p="/etc/sbfs-private-$$-$RANDOM"
+		: >"$p" && chmod 600 "$p" && echo "$p" >>"$T/planted"
+	fi
+	host_masked_etc >"$masked"
+	mount_sbfs
+	# every command line and environment of the sandbox's processes,
+	# pid 1 first (on local, bwrap: it used to carry every argument)
+	run sb sh -c 'for f in /proc/1/cmdline /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do
+		tr "\0" " " <"$f" 2>/dev/null && echo; done'
+	assert_status 0
+	[[ -n $output ]] || fail "no command line was readable: the check would prove nothing"
+	local procs=$output
+	run sb cat /proc/self/mountinfo /proc/1/mountinfo
+	assert_status 0
+	local mounts=$output
+	[[ $procs != *"$T"* ]] || fail "a process in the sandbox shows the host path $T: $procs"
+	local m n=0
+	while IFS= read -r m; do
+		n=$((n + 1))
+		[[ $procs != *"$m"* ]] || fail "a process in the sandbox names the masked $m"
+		grep -qF -- " $m " <<<"$mounts" && fail "the sandbox's mount table names the masked $m"
+	done <"$masked"
+	# The workspace is a bind mount of a host directory: the kernel
+	# shows its source path (below its file system's root) in mountinfo,
+	# which cannot be hidden unless the workspace is a file system of
+	# its own (-o disk= as root, tested below). Nothing else may name $T.
+	local others
+	others=$(grep -F -- "$T" <<<"$mounts" | grep -v " $WS " || true)
+	[[ -z $others ]] || fail "the sandbox's mount table shows the host path $T: $others"
+	tally "host paths looked for in the sandbox's processes and mounts" "$((n + 1))"
+}
+
+# disk_limit_enforced: -o disk= can hold on this backend and machine
+# (local as root: a loop-mounted image; docker: an engine whose storage
+# driver takes a size, which this suite's dockerd does not have).
+disk_limit_enforced() {
+	case $SBFS_TEST_BACKEND in
+	local) [[ $(id -u) == 0 && -e /dev/loop-control ]] ;;
+	*) return 1 ;;
+	esac
+}
+
+@test "disk=32M: filling the workspace gives ENOSPC in the sandbox and on the mount, and loses nothing accepted" {
+	disk_limit_enforced || skip "disk= is refused here (tested below)"
+	mount_sbfs -o disk=32M
+	echo accepted >"$MNT/keep"
+	run sb dd if=/dev/zero of="$WS/fill" bs=1M count=64
+	[ "$status" -ne 0 ] || fail "dd of 64 MiB into a 32 MiB workspace succeeded"
+	assert_output_has "No space left on device"
+	# through the mount: the write or its close fails
+	run sh -c 'head -c 16M /dev/zero >"$1"' sh "$MNT/more"
+	[ "$status" -ne 0 ] || fail "a 16 MiB write into a full workspace succeeded"
+	[[ $output == *"No space left on device"* || $output == *"Input/output error"* ]] ||
+		fail "the failed write did not say ENOSPC or EIO: $output"
+	assert_eq "$(cat "$MNT/keep")" accepted "the file accepted before, on the mount"
+	# the failed file stays pending (sbexec refuses to run meanwhile);
+	# removing it drops its upload
+	rm -f "$MNT/more"
+	assert_eq "$(sb cat "$WS/keep")" accepted "the file accepted before, in the sandbox"
+	# the host holds no more than the limit for this sandbox
+	local kib
+	kib=$(du -skx "$T/root" | cut -f1) # -x: the image, not its mount
+	((kib <= 33 * 1024)) || fail "the host holds $kib KiB for a 32 MiB workspace"
+	# in the sandbox's mount table the workspace is its own file system
+	run sb cat /proc/self/mountinfo
+	[[ $output != *"$T"* ]] || fail "the sandbox's mount table shows the host path $T: $output"
+	# free the space: the mount works again, and unmounts clean
+	sb rm -f "$WS/fill"
+	echo after >"$MNT/after"
+	assert_eq "$(sb cat "$WS/after")" after "a write after space was freed"
+	figure "disk=32M: host use at the limit" "$kib KiB"
+}
+
+@test "disk=: refused where the backend cannot enforce it, with one line saying so" {
+	[[ $SBFS_TEST_BACKEND == modal ]] && skip "Modal enforces disk= itself (ephemeral_disk_mb, tested below)"
+	mkdir -p "$T/mnt"
+	if [[ $SBFS_TEST_BACKEND == local && $(id -u) == 0 ]]; then
+		# as root local enforces it: the refusal is that of a user
+		require_cmd setpriv
+		chmod 711 "$T"
+		chmod 777 "$T/mnt" "$T/root"
+		run timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups \
+			env -i PATH="$PATH" TMPDIR="$T/root" sbfs -o "local_root=$T/root,disk=64" "$T/mnt"
+	else
+		disk_limit_enforced && skip "disk= is enforced here (tested above)"
+		run timeout 60 sbfs -o "$(sbfs_opts mnt disk=64)" "$T/mnt"
+	fi
+	[ "$status" -ne 0 ] || fail "a mount with disk= that cannot be enforced succeeded"
+	case $SBFS_TEST_BACKEND in
+	local) assert_output_has "sbfs: error: backend 'local' can enforce disk= only when sbfs runs as root (it mounts the workspace on a file system of that size); drop disk= or run sbfs as root" ;;
+	docker) assert_output_has "cannot enforce disk= (its storage driver has no size limit here: " ;;
+	esac
+	[[ $(grep -c . <<<"$output") == 1 ]] || fail "more than one line: $output"
+	nothing_left_behind "$T/mnt"
+}
+
+@test "modal: disk= is asked of Modal as the sandbox's ephemeral disk" {
+	require_backend modal
+	mount_sbfs -o disk=2G
+	local f
+	f=$(grep -l "\"name\": \"$SBFS_SANDBOX\"" "$SBFS_FAKE_MODAL_STATE"/sandboxes/*/definition.json | head -n1)
+	[[ -n $f ]] || fail "no sandbox record for $SBFS_SANDBOX in the fake"
+	assert_eq "$(jq -r '.resources.ephemeral_disk_mb' "$f")" 2048 "ephemeral_disk_mb sent to Modal"
+}
+
+@test "disk=: a size that is not one is refused with one line" {
+	mkdir -p "$T/mnt"
+	run timeout 60 sbfs -o "$(sbfs_opts mnt disk=lots)" "$T/mnt"
+	assert_status 2
+	assert_output_has "sbfs: -o disk needs a size in MiB or with a unit (512, 512M, 2G), not 'lots'"
+	nothing_left_behind "$T/mnt"
+}

@@ -407,7 +407,8 @@ def resources(d):
         return {}
     g = r.msg(4)
     return {"memory_mb": r.int(2), "milli_cpu": r.int(3),
-            "gpu": g.str(4) if g else "", "gpu_count": g.int(2) if g else 0}
+            "gpu": g.str(4) if g else "", "gpu_count": g.int(2) if g else 0,
+            "ephemeral_disk_mb": r.int(6)}
 
 
 def get_sb(sid):
