@@ -51,6 +51,8 @@ copy_tree() {
 }
 
 build_package() {
+	# One compile job per core (dpkg-buildpackage runs one by default).
+	export DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-parallel=$(nproc)}"
 	cd "$WORK/src/sbfs-0" && dpkg-buildpackage -us -uc -b
 }
 
