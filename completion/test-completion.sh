@@ -96,46 +96,70 @@ expect_bash_not() {
 
 # ---- zsh ----
 
-# zsh_complete LINE: what zsh's completion system lists for LINE, in a
-# pty, with compinit loading _sbfs from ZSH_DIR.
-zsh_complete() {
-	SBFS_ZLINE=$1 SBFS_ZDIR=$ZSH_DIR zsh -f <<'ZEOF'
+# zsh_complete_all LINE...: what zsh's completion system lists for each
+# LINE, into $T/zsh.1, $T/zsh.2...: one zsh in a pty, compinit loading
+# _sbfs from ZSH_DIR once.
+zsh_complete_all() {
+	local IFS=$'\n'
+	SBFS_ZLINES="$*" SBFS_ZDIR=$ZSH_DIR SBFS_ZOUT=$T/zsh zsh -f <<'ZEOF'
 zmodload zsh/zpty || exit 1
+# read_until PATTERN: output until PATTERN shows, in $out (20 s at most).
+read_until() {
+	out=
+	local chunk
+	integer deadline=$(( SECONDS + 20 ))
+	while (( SECONDS < deadline )); do
+		zpty -r -t z chunk && out+=$chunk || sleep 0.05
+		[[ $out == *$1* ]] && return 0
+	done
+	return 1
+}
 zpty z zsh -f -i
-zpty -w z "bindkey -e; PS1='' PROMPT='' RPS1=''; unsetopt zle_bracketed_paste 2>/dev/null; fpath=(${(q)SBFS_ZDIR} \$fpath); autoload -Uz compinit; compinit -u -D; zstyle ':completion:*' list-rows-first true; zstyle ':completion:*' menu no; LISTMAX=0"
+zpty -w z "bindkey -e; PS1='' PROMPT='' RPS1=''; unsetopt zle_bracketed_paste 2>/dev/null; fpath=(${(q)SBFS_ZDIR} \$fpath); autoload -Uz compinit; compinit -u -D; zstyle ':completion:*' menu no; LISTMAX=0"
 zpty -w z 'print ZRE""ADY'
 # Until zle reads the line, the tty driver would eat ^D and ^U.
-out=
-integer deadline=$(( SECONDS + 20 ))
-while (( SECONDS < deadline )); do
-	zpty -r -t z chunk && out+=$chunk || sleep 0.05
-	[[ $out == *ZREADY* ]] && break
-done
-out=
-# ^D at the end of a line lists the choices without inserting any.
-zpty -n -w z "${SBFS_ZLINE}"$'\C-d'
-zpty -n -w z $'\C-u''echo $((6*7))-DONE'$'\n'
-while (( SECONDS < deadline )); do
-	zpty -r -t z chunk && out+=$chunk || sleep 0.05
-	[[ $out == *42-DONE* ]] && break
+read_until ZREADY
+integer i=0
+for line in "${(@f)SBFS_ZLINES}"; do
+	(( i++ ))
+	# ^D at the end of a line lists the choices without inserting any;
+	# ^U then kills the line, and the marker's echo ends this case.
+	zpty -n -w z "${line}"$'\C-d'
+	zpty -n -w z $'\C-u''echo $((6*7))-DONE-'$i$'\n'
+	read_until "42-DONE-$i"
+	print -r -- "${out//$'\r'/}" >"$SBFS_ZOUT.$i"
 done
 zpty -d z
-print -r -- "${out//$'\r'/}"
 ZEOF
 }
 
+zsh_cases=()
+zsh_expect=()
+# expect_zsh LINE WORD...: queued; checked after one zsh session ran them.
 expect_zsh() {
-	local line=$1 w out missing=
+	zsh_cases+=("$1")
 	shift
-	out=$(zsh_complete "$line")
-	for w in "$@"; do
-		grep -qF -- "$w" <<<"$out" || missing+=" '$w'"
+	local IFS=$'\n'
+	zsh_expect+=("$*")
+}
+
+check_zsh() {
+	zsh_complete_all "${zsh_cases[@]}"
+	local i w out missing line
+	for i in "${!zsh_cases[@]}"; do
+		line=${zsh_cases[i]}
+		out=$(cat "$T/zsh.$((i + 1))" 2>/dev/null)
+		missing=
+		# one expected word a line (a mount path holds a space)
+		while IFS= read -r w; do
+			grep -qF -- "$w" <<<"$out" || missing+=" '$w'"
+		done <<<"${zsh_expect[i]}"
+		if [[ -z $missing ]]; then
+			ok "zsh: '$line' lists $(tr '\n' ' ' <<<"${zsh_expect[i]}")"
+		else
+			not_ok "zsh: '$line' lacks$missing; got: $(tr -s '\n' ' ' <<<"$out" | tail -c 600)"
+		fi
 	done
-	if [[ -z $missing ]]; then
-		ok "zsh: '$line' lists $*"
-	else
-		not_ok "zsh: '$line' lacks$missing; got: $(tr -s '\n' ' ' <<<"$out" | tail -c 600)"
-	fi
 }
 
 # ---- the mount ----
@@ -172,6 +196,8 @@ expect_zsh "sbfs -o keep,egress_enforcement=" sni
 expect_zsh "sbfs status " "$M"
 expect_zsh "sbexec -m " "$M"
 expect_zsh "sbexec -" --mount --timeout
+
+check_zsh
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
