@@ -12,6 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 BASH_FILE=${SBFS_COMPLETION_BASH:-$here/sbfs.bash}
 ZSH_DIR=${SBFS_COMPLETION_ZSH_DIR:-$here}
 if [[ -n ${SBFS_BUILD_DIR:-} ]]; then
+	SBFS_BUILD_DIR=$(cd "$SBFS_BUILD_DIR" && pwd)
 	PATH=$SBFS_BUILD_DIR/daemon:$SBFS_BUILD_DIR/shim:$PATH
 fi
 passed=0 failed=0
@@ -101,6 +102,8 @@ expect_bash_not() {
 # _sbfs from ZSH_DIR once.
 zsh_complete_all() {
 	local IFS=$'\n'
+	# In $T, so that file names in the caller's directory cannot match.
+	cd "$T" || return
 	SBFS_ZLINES="$*" SBFS_ZDIR=$ZSH_DIR SBFS_ZOUT=$T/zsh zsh -f <<'ZEOF'
 zmodload zsh/zpty || exit 1
 # read_until PATTERN: output until PATTERN shows, in $out (20 s at most).
@@ -190,7 +193,7 @@ expect_bash "sbexec -t 5 ech" echo
 
 expect_zsh "sbfs s" status sync sweep
 expect_zsh "sbfs refresh " "$M"
-expect_zsh "sbfs -o back" backend
+expect_zsh "sbfs -o back" "sandbox backend"
 expect_zsh "sbfs -o backend=" local docker modal
 expect_zsh "sbfs -o keep,egress_enforcement=" sni
 expect_zsh "sbfs status " "$M"
