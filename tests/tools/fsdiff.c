@@ -71,8 +71,8 @@ static const struct {
 	[K_MKDIR] = { "mkdir", 8 },     [K_CHMOD] = { "chmod", 3 },
 	[K_UTIMENS] = { "utimens", 3 }, [K_FSYNC] = { "fsync", 3 },
 	[K_FSTAT] = { "fstat", 4 },     [K_STAT] = { "stat", 8 },
-	[K_READDIR] = { "readdir", 4 }, [K_DROP] = { "drop", 2 },
-	[K_EXT] = { "sbexec", 2 },
+	[K_READDIR] = { "readdir", 4 }, [K_DROP] = { "drop", 1 },
+	[K_EXT] = { "sbexec", 1 },
 };
 
 /* What is compared besides each call's result; each can be disabled. */
@@ -161,15 +161,18 @@ static void log_op(long step, const struct op *op)
 	e->always = op->kind == K_DROP;
 }
 
-/* a and b are the same name, or one is inside the other (a rename of a
- * directory moves what is in it). NULL is the root: related to all. */
-static bool related(const char *a, const char *b)
+/* A call on name a matters to name q: the same name, or one inside the
+ * other (a rename of a directory moves what is in it). q NULL is the
+ * root, whose own attributes only its direct children change. */
+static bool related(const char *a, const char *q)
 {
-	if (!a || !b)
-		return true;
-	size_t la = strlen(a), lb = strlen(b);
-	size_t n = la < lb ? la : lb;
-	return !strncmp(a, b, n) && (la == lb || (la < lb ? b[n] : a[n]) == '/');
+	if (!q)
+		return !a || !strchr(a, '/');
+	if (!a)
+		return false;
+	size_t la = strlen(a), lq = strlen(q);
+	size_t n = la < lq ? la : lq;
+	return !strncmp(a, q, n) && (la == lq || (la < lq ? q[n] : a[n]) == '/');
 }
 
 /* The calls that touched p1 or p2, from the start. Names reached through
@@ -181,10 +184,8 @@ static void print_replay(const char *p1, const char *p2)
 	       p2 ? p2 : "");
 	for (size_t i = 0; i < log_len; i++) {
 		const struct log_entry *e = &log_entries[i];
-		bool hit = e->always || (e->p1 && (related(e->p1, p1) || (p2 && related(e->p1, p2)))) ||
-			   (e->p2 && (related(e->p2, p1) || (p2 && related(e->p2, p2))));
-		if (!e->p1 && !e->p2 && !e->always)
-			hit = true; /* a call on the root */
+		bool hit = e->always || related(e->p1, p1) || (e->p2 && related(e->p2, p1)) ||
+			   (p2 && (related(e->p1, p2) || (e->p2 && related(e->p2, p2))));
 		if (hit)
 			printf("  %6ld  %s\n", e->step, e->text);
 	}
@@ -253,6 +254,17 @@ static const struct {
 	{ "mv", "[ ! -d \"$2\" ] && ! [ \"$1\" -ef \"$2\" ] && mv -f -- \"$1\" \"$2\"", 2 },
 };
 enum { EXT_SCRIPTS = sizeof ext_scripts / sizeof ext_scripts[0] };
+/* each can be left out as "sbexec-WHAT" */
+static bool ext_on[EXT_SCRIPTS];
+
+static int pick_ext(struct prng *p)
+{
+	int n = 0, which[EXT_SCRIPTS];
+	for (int i = 0; i < EXT_SCRIPTS; i++)
+		if (ext_on[i])
+			which[n++] = i;
+	return which[prng_below(p, (uint64_t)n)];
+}
 
 static enum kind pick_kind(struct prng *p)
 {
@@ -411,7 +423,7 @@ static void make_op(struct prng *p, long step, struct op *op)
 		snprintf(t, n, "# drop the kernel's caches (echo 2 >/proc/sys/vm/drop_caches)");
 		break;
 	case K_EXT:
-		op->ext = (int)prng_below(p, EXT_SCRIPTS);
+		op->ext = pick_ext(p);
 		op->p1 = pick_name(p);
 		op->p2 = ext_scripts[op->ext].paths > 1 ? pick_name(p) : NULL;
 		snprintf(t, n, "# sbexec -m MOUNT -- sh -c '%s' sh %s%s%s", ext_scripts[op->ext].script,
@@ -686,6 +698,11 @@ static void apply(int side, const struct op *op, struct result *res)
 		break;
 	case K_EXT:
 		r = run_script(tr, op, side == SB ? sbexec_mount : NULL);
+		if (r == 127 || r == 126) {
+			fprintf(stderr, "fsdiff: cannot run %s in %s (status %lld): put sbexec and sh in PATH\n",
+				side == SB ? "sbexec" : "sh", tr->path, r);
+			exit(2);
+		}
 		break;
 	case KINDS:
 		break;
@@ -963,6 +980,9 @@ static void disable(const char *list)
 		for (int c = 0; c < CHECKS; c++)
 			if (!strcmp(w, check_names[c]))
 				check_on[c] = false, found = true;
+		for (int e = 0; e < EXT_SCRIPTS; e++)
+			if (!strncmp(w, "sbexec-", 7) && !strcmp(w + 7, ext_scripts[e].what))
+				ext_on[e] = false, found = true;
 		if (!found) {
 			fprintf(stderr, "fsdiff: --disable: no call kind or check named '%s' (fsdiff --list)\n", w);
 			exit(2);
@@ -1017,6 +1037,8 @@ int main(int argc, char **argv)
 		kind_on[k] = true;
 	for (int c = 0; c < CHECKS; c++)
 		check_on[c] = true;
+	for (int e = 0; e < EXT_SCRIPTS; e++)
+		ext_on[e] = true;
 	long ops = -1;
 	bool long_mode = false;
 	double seconds = 0;
@@ -1039,6 +1061,9 @@ int main(int argc, char **argv)
 			printf("\nchecks:");
 			for (int c = 0; c < CHECKS; c++)
 				printf(" %s", check_names[c]);
+			printf("\nsandbox changes:");
+			for (int e = 0; e < EXT_SCRIPTS; e++)
+				printf(" sbexec-%s", ext_scripts[e].what);
 			printf("\n");
 			return 0;
 		case 'p': {
@@ -1059,7 +1084,10 @@ int main(int argc, char **argv)
 		ops = long_mode ? 200000 : 2000;
 	if (!dropper.enabled)
 		kind_on[K_DROP] = false;
-	if (!sbexec_mount)
+	bool any_ext = false;
+	for (int e = 0; e < EXT_SCRIPTS; e++)
+		any_ext = any_ext || ext_on[e];
+	if (!sbexec_mount || !any_ext)
 		kind_on[K_EXT] = false;
 	open_tree(&trees[SB], "sbfs", argv[optind]);
 	open_tree(&trees[LO], "local", argv[optind + 1]);
