@@ -118,7 +118,7 @@ struct op {
 	struct timespec times[2];
 	const char *target;     /* symlink */
 	int ext;                /* which sbexec script */
-	char text[160];         /* the call in posixop syntax */
+	char text[256];         /* the call in posixop syntax */
 };
 
 struct result {
@@ -264,6 +264,25 @@ static int pick_ext(struct prng *p)
 		if (ext_on[i])
 			which[n++] = i;
 	return which[prng_below(p, (uint64_t)n)];
+}
+
+/* s in single quotes for a shell, so a printed replay can be pasted */
+static const char *shell_quoted(const char *s)
+{
+	static char out[256];
+	size_t o = 0;
+	out[o++] = '\'';
+	for (; *s && o < sizeof out - 6; s++) {
+		if (*s == '\'') {
+			memcpy(out + o, "'\\''", 4);
+			o += 4;
+		} else {
+			out[o++] = *s;
+		}
+	}
+	out[o++] = '\'';
+	out[o] = 0;
+	return out;
 }
 
 static enum kind pick_kind(struct prng *p)
@@ -426,7 +445,7 @@ static void make_op(struct prng *p, long step, struct op *op)
 		op->ext = pick_ext(p);
 		op->p1 = pick_name(p);
 		op->p2 = ext_scripts[op->ext].paths > 1 ? pick_name(p) : NULL;
-		snprintf(t, n, "# sbexec -m MOUNT -- sh -c '%s' sh %s%s%s", ext_scripts[op->ext].script,
+		snprintf(t, n, "# sbexec -m MOUNT -- sh -c %s sh %s%s%s", shell_quoted(ext_scripts[op->ext].script),
 			 op->p1, op->p2 ? " " : "", op->p2 ? op->p2 : "");
 		break;
 	case KINDS:
@@ -489,6 +508,10 @@ static char *describe_stat(const struct stat *st, bool fd_level)
 	return xasprintf("%s%s%s%s", type_name(st->st_mode), size, mode, nlink);
 }
 
+/* Contents are read by stat calls and the sweeps, not after every call:
+ * on a remote sandbox each read is a round trip or more. */
+static bool read_contents;
+
 static char *describe_name(struct tree *tr, const char *name, struct stat *st_out)
 {
 	static char buf[MAX_FILE];
@@ -502,7 +525,7 @@ static char *describe_name(struct tree *tr, const char *name, struct stat *st_ou
 	if (st_out)
 		*st_out = st;
 	char *base = describe_stat(&st, false), *out = base;
-	if (S_ISREG(st.st_mode) && check_on[C_CONTENT]) {
+	if (S_ISREG(st.st_mode) && check_on[C_CONTENT] && read_contents) {
 		ssize_t len = read_file(tr, n, buf);
 		out = len < 0 ? xasprintf("%s, read %s", base, errno_name((int)-len))
 			      : xasprintf("%s, contents %zd bytes fnv %016" PRIx64, base, len,
@@ -683,7 +706,9 @@ static void apply(int side, const struct op *op, struct result *res)
 		break;
 	}
 	case K_STAT:
+		read_contents = true;
 		res->data = describe_name(tr, op->p1, NULL);
+		read_contents = false;
 		break;
 	case K_READDIR: {
 		int err;
@@ -943,7 +968,9 @@ static void compare_everything(long step)
 	add_snap(s, &n, NULL, true);
 	for (int i = 0; i < NAMES; i++)
 		add_snap(s, &n, names[i], false);
+	read_contents = true;
 	compare_names_state(&sweep, s, n);
+	read_contents = false;
 	for (int i = 0; i < n; i++) {
 		struct op ls = { .kind = K_READDIR, .slot = -1, .p1 = s[i].name };
 		snprintf(ls.text, sizeof ls.text, "# readdir %s (after step %ld)", s[i].name ? s[i].name : ".", step);
@@ -1103,7 +1130,7 @@ int main(int argc, char **argv)
 		struct op op;
 		make_op(&prng, step_no, &op);
 		run_op(&op, step_no);
-		if (step_no % 250 == 0)
+		if (step_no % 100 == 0)
 			compare_everything(step_no);
 	}
 	long done = step_no - 1;
