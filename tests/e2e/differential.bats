@@ -36,7 +36,11 @@ load helpers
 #                      rename over a non-empty directory failed with EACCES
 #                      (want ENOTEMPTY) after a queued upload had failed
 #                      with "Permission denied"
-DIFF_KNOWN_BROKEN=${DIFF_KNOWN_BROKEN-"dirmtime dirctime dirnlink mtime ctime link fnlink sbexec-rmdir writeback:rename"}
+#   writeback:read     found here, write-back only, no owner yet: pread on
+#                      an fd opened O_RDONLY fails with EINVAL after the
+#                      file was unlinked (and a symlink onto its name
+#                      refused); seed 2, ~1160 calls
+DIFF_KNOWN_BROKEN=${DIFF_KNOWN_BROKEN-"dirmtime dirctime dirnlink mtime ctime link fnlink sbexec-rmdir writeback:rename writeback:read"}
 
 DIFF_SEEDS="1 2 3"
 DIFF_OPS=3000
