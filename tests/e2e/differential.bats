@@ -65,7 +65,7 @@ setup() {
 }
 
 teardown() {
-	exec 7>&- 8>&- 2>/dev/null || true
+	exec 7>&- 8>&-
 	sbfs_teardown
 }
 
