@@ -728,6 +728,10 @@ static void apply(int side, const struct op *op, struct result *res)
 				side == SB ? "sbexec" : "sh", tr->path, r);
 			exit(2);
 		}
+		/* a failure's status is the shell's own (dash says 2 where
+		 * busybox says 1); 125 is sbexec refusing to run */
+		if (r != 0 && r != 125)
+			r = 1;
 		break;
 	case KINDS:
 		break;
