@@ -488,10 +488,18 @@ void fs_status(struct fs *fs, json_t *obj)
 		json_object_set_new(obj, "log", json_string(fs->cfg.log_path));
 }
 
+struct unsaved_list {
+	struct node_list l;
+	size_t pending; /* more than l.n when memory ran out: named as lost */
+};
+
 static void collect_unsaved(struct node *n, void *arg)
 {
-	if (n->file && n->file->dirty && !n->file->unlinked)
-		list_push(arg, n);
+	struct unsaved_list *u = arg;
+	if (n->file && n->file->dirty && !n->file->unlinked) {
+		u->pending++;
+		list_push(&u->l, n);
+	}
 }
 
 /* Appends item to a ", "-joined list. */
@@ -516,17 +524,18 @@ static int save_one(struct node *n, const char *rel, const char *dir,
 
 void fs_save_pending(struct fs *fs, const char *dir, struct fs_save_report *rep)
 {
-	struct node_list l = {0};
+	struct unsaved_list u = {0};
+	struct node_list *l = &u.l;
 	memset(rep, 0, sizeof *rep);
 	size_t saved_len = 0, lost_len = 0, ns = 0, nl = 0;
 	FILE *saved = open_memstream(&rep->saved_paths, &saved_len);
 	FILE *lost = open_memstream(&rep->lost_paths, &lost_len);
 	pthread_mutex_lock(&fs->t.lock);
-	node_walk(fs->t.root, collect_unsaved, &l);
-	for (size_t i = 0; i < l.n; i++) {
-		char *rel = node_path(l.v[i]);
+	node_walk(fs->t.root, collect_unsaved, &u);
+	for (size_t i = 0; i < l->n; i++) {
+		char *rel = node_path(l->v[i]);
 		char where[PATH_MAX] = "";
-		int r = rel ? save_one(l.v[i], rel, dir, where, sizeof where) : -ENOMEM;
+		int r = rel ? save_one(l->v[i], rel, dir, where, sizeof where) : -ENOMEM;
 		if (r == 0) {
 			sb_err("unsaved: %s kept as %s", rel, where);
 			list_append(saved, &ns, rel);
@@ -541,8 +550,15 @@ void fs_save_pending(struct fs *fs, const char *dir, struct fs_save_report *rep)
 		}
 		free(rel);
 	}
+	if (u.pending > l->n) {
+		char one[96];
+		snprintf(one, sizeof one, "%zu more (out of memory)", u.pending - l->n);
+		sb_err("unsaved: %s: their data is lost", one);
+		list_append(lost, &nl, one);
+		rep->lost += u.pending - l->n;
+	}
 	pthread_mutex_unlock(&fs->t.lock);
-	free(l.v);
+	free(l->v);
 	if (saved)
 		fclose(saved);
 	if (lost)
