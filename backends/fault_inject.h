@@ -13,7 +13,8 @@
  *         kill       the sandbox is destroyed, then the call goes on, so
  *                    the backend finds out by itself that it is gone
  * KIND    an sb_call_name() (write, exec, list, stat, read, mkdir, remove,
- *         rename, chmod, truncate, utimens, symlink, readlink, statfs) or
+ *         rename, chmod, truncate, utimens, symlink, readlink, statfs, chown,
+ *         link) or
  *         any; each rule counts the attempts of its own kind
  * WHEN    N          the Nth attempt only (1 = the first)
  *         N-M        attempts N to M, both included

@@ -311,6 +311,7 @@ int sbfs_mount_run(struct mount_options *o)
 		.control_socket = sock,
 		.log_path = log_path,
 		.writeback = o->writeback,
+		.idmap_none = o->idmap_none,
 	};
 	if (fs_init(&fs, b, &cfg) < 0) {
 		sb_err("out of memory");
