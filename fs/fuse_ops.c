@@ -635,8 +635,8 @@ static void collect_same_file(struct node *n, void *arg)
 {
 	struct same_file *s = arg;
 	/* attributes forgotten earlier still name the file they were of */
-	if (S_ISDIR(n->st.st_mode) || n->st.st_ino != s->ino ||
-	    n->st.st_dev != s->dev)
+	if (S_ISDIR(n->st.st_mode) || n->guest_ino != s->ino ||
+	    n->guest_dev != s->dev)
 		return;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 8;
@@ -802,8 +802,8 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 		n = p ? node_child(&fs->t, p, name) : NULL;
 		if (n && (!ino || n->ino == ino)) {
 			linked = !is_dir && n->st.st_nlink > 1;
-			file_dev = n->st.st_dev;
-			file_ino = n->st.st_ino;
+			file_dev = n->guest_dev;
+			file_ino = n->guest_ino;
 			node_detach(&fs->t, n);
 		}
 		pthread_mutex_unlock(&fs->t.lock);
