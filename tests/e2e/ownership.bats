@@ -231,3 +231,14 @@ link OK" link dir dir2 link f g link f dir link missing z link f nodir/z link sy
 	assert_eq "$(stat -c '%u %g' "$ws/m")" "$((host_uid + 1000)) $((host_uid + 1000))"
 	assert_eq "$(owner_in_sandbox m)" "1000 1000"
 }
+
+@test "link and chown failing once with a transient error are retried" {
+	mount_sbfs -o "inject_faults=transient:link:1+transient:chown:1"
+	cd "$MNT"
+	echo x >a
+	expect_po "link OK" link a b
+	assert_eq "$(links_in_sandbox b)" 2
+	expect_po "chown OK" chown a "$(id -u)" "$(id -g)"
+	assert_eq "$(status_json | jq -r '.retries')" 2 "retries counted"
+	assert_eq "$(status_json | jq -r '.calls.link')" 2 "link attempts"
+}
