@@ -336,8 +336,9 @@ static bool retry_safe(enum sb_call kind)
 	case SB_CALL_READ: case SB_CALL_WRITE: case SB_CALL_LIST:
 	case SB_CALL_STAT: case SB_CALL_CHMOD: case SB_CALL_TRUNCATE:
 	case SB_CALL_UTIMENS: case SB_CALL_READLINK: case SB_CALL_STATFS:
+	case SB_CALL_CHOWN:
 	/* reconciled in attempt_end: a repeat seeing the work done */
-	case SB_CALL_MKDIR: case SB_CALL_REMOVE:
+	case SB_CALL_MKDIR: case SB_CALL_REMOVE: case SB_CALL_LINK:
 		return true;
 	default: /* exec runs user commands; rename, symlink: not reconcilable */
 		return false;
@@ -611,6 +612,48 @@ int sb_statfs(struct sb_backend *b, const char *path, struct statvfs *st)
 	DISPATCH(SB_CALL_STATFS, statfs, path, st);
 }
 
+int sb_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid)
+{
+	DISPATCH(SB_CALL_CHOWN, chown, path, uid, gid);
+}
+
+/* A repeated link's EEXIST is its own earlier attempt's work when the new
+ * name is the same file as the old one. */
+static bool link_done(struct sb_backend *b, const char *from, const char *to)
+{
+	struct stat a, n;
+	return sb_stat(b, from, &a, NULL) == 0 && sb_stat(b, to, &n, NULL) == 0 &&
+	       a.st_dev == n.st_dev && a.st_ino == n.st_ino;
+}
+
+static int attempt_end_link(struct sb_backend *b, struct call *c, int rc,
+			    const char *from, const char *to)
+{
+	if (c->had_transient && c->attempt > 1 && rc == -EEXIST &&
+	    link_done(b, from, to))
+		rc = 0;
+	return attempt_end(b, c, rc, NULL);
+}
+
+int sb_link(struct sb_backend *b, const char *from, const char *to)
+{
+	struct call c = {.kind = SB_CALL_LINK};
+	int rc;
+	before_call(b, c.kind);
+	do {
+		rc = attempt_begin(b, &c);
+		if (rc == 0) {
+			bool native = USE_NATIVE(b, link);
+			rc = native ? b->ops->link(b, from, to)
+				    : shell_hardlink(b, from, to);
+			count(b, c.kind, rc, !native);
+		} else {
+			count(b, c.kind, rc, false);
+		}
+	} while (attempt_retry(b, &c, rc));
+	return attempt_end_link(b, &c, rc, from, to);
+}
+
 /* ---- batch upload (write-back mode) ----
  * One counted write call however many files: the call a remote vendor
  * makes once (one tar PUT for docker). Without a native slot, or in
@@ -773,7 +816,7 @@ const char *sb_call_name(enum sb_call c)
 	static const char *const names[SB_CALL_COUNT] = {
 		"create", "exec", "read", "write", "list", "stat", "mkdir",
 		"remove", "rename", "chmod", "truncate", "utimens", "symlink",
-		"readlink", "statfs", "destroy",
+		"readlink", "statfs", "chown", "link", "destroy",
 	};
 	return (unsigned)c < SB_CALL_COUNT ? names[c] : "unknown";
 }

@@ -152,6 +152,13 @@ struct sb_backend_ops {
 		       const struct timespec ts[2]);
 	int (*symlink)(struct sb_backend *b, const char *target,
 		       const char *linkpath);
+	/* lchown semantics: a symlink itself, never its target. Ids are the
+	 * guest's; (uid_t)-1 / (gid_t)-1 leave that id as it is. */
+	int (*chown)(struct sb_backend *b, const char *path, uid_t uid,
+		     gid_t gid);
+	/* link(2): a new name for an existing non-directory (-EPERM for a
+	 * directory, -EEXIST when to exists). */
+	int (*link)(struct sb_backend *b, const char *from, const char *to);
 	int (*readlink)(struct sb_backend *b, const char *path, char **target);
 	int (*statfs)(struct sb_backend *b, const char *path, struct statvfs *st);
 
@@ -199,6 +206,8 @@ enum sb_call {
 	SB_CALL_SYMLINK,
 	SB_CALL_READLINK,
 	SB_CALL_STATFS,
+	SB_CALL_CHOWN,
+	SB_CALL_LINK,
 	SB_CALL_DESTROY,
 	SB_CALL_COUNT
 };
@@ -222,6 +231,10 @@ struct sb_backend {
 	void *priv;                 /* the backend's own state */
 	struct sb_spec spec;        /* copy owned by the backend object */
 	char id[256];               /* sandbox id, set by create/attach */
+	/* The user the sandbox runs its commands as, in its own ids: set by
+	 * create (-o idmap=user shows it as the mounting user). */
+	uid_t guest_uid;
+	gid_t guest_gid;
 	bool shell_only;            /* testing aid: ignore native file ops */
 	unsigned inject_latency_ms; /* testing aid: each call waits this long */
 	struct fault_plan *faults;  /* testing aid: -o inject_faults; owned */
@@ -330,6 +343,8 @@ int sb_truncate(struct sb_backend *b, const char *path, off_t size);
 int sb_utimens(struct sb_backend *b, const char *path,
 	       const struct timespec ts[2]);
 int sb_symlink(struct sb_backend *b, const char *target, const char *linkpath);
+int sb_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid);
+int sb_link(struct sb_backend *b, const char *from, const char *to);
 int sb_readlink(struct sb_backend *b, const char *path, char **target);
 int sb_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
 /* Removes many paths, in order, as one counted remove call (backend.c,

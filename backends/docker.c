@@ -368,6 +368,8 @@ static int probe(struct sb_backend *b)
 		dk_error(b, "unexpected answer from id in the container: %.60s", c.buf);
 		return -EPROTO;
 	}
+	b->guest_uid = d->uid;
+	b->guest_gid = d->gid;
 	if (w[0] != 'w' && d->uid != 0) {
 		char owner[32];
 		snprintf(owner, sizeof(owner), "%u:%u", d->uid, d->gid);

@@ -17,7 +17,8 @@
  *                    while the call is in flight (an upload that lands in
  *                    a sandbox that is gone must not count)
  * KIND    an sb_call_name() (write, exec, list, stat, read, mkdir, remove,
- *         rename, chmod, truncate, utimens, symlink, readlink, statfs) or
+ *         rename, chmod, truncate, utimens, symlink, readlink, statfs, chown,
+ *         link) or
  *         any; each rule counts the attempts of its own kind
  * WHEN    N          the Nth attempt only (1 = the first)
  *         N-M        attempts N to M, both included

@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <grp.h>
+#include <sched.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -215,8 +218,20 @@ static const char *workspace_root(const struct sb_spec *spec)
 	return root;
 }
 
+/* A workspace of ours: made by this user, or by a root daemon for its
+ * sandbox's root (the mapped range's first id). */
+static bool workspace_ours(const struct stat *st, const struct id_map *ids)
+{
+	return st->st_uid == geteuid() ||
+	       (ids->mapped && st->st_uid == ids->uid_base);
+}
+
 static int local_sweep(const struct sb_spec *spec)
 {
+	struct id_map ids;
+	char why[SB_REASON_MAX];
+	if (id_map_choose(&ids, why, sizeof why) < 0)
+		ids.mapped = false;
 	const char *root = workspace_root(spec);
 	DIR *d = opendir(root);
 	if (!d) {
@@ -243,7 +258,7 @@ static int local_sweep(const struct sb_spec *spec)
 		struct stat st;
 		if (owner_alive(owner))
 			continue;
-		if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid()) {
+		if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && workspace_ours(&st, &ids)) {
 			local_disk_remove(dir); /* a killed daemon leaves its mount */
 			remove_tree(dir);
 		}
@@ -271,7 +286,7 @@ static int make_workspace(struct sb_backend *b, struct local *l)
 			snprintf(given, sizeof given, "%s/%s", root, spec->attach_id);
 		struct stat st;
 		if (lstat(given, &st) < 0 || !S_ISDIR(st.st_mode) ||
-		    st.st_uid != geteuid()) {
+		    !workspace_ours(&st, &l->ids)) {
 			set_error(b, "attach: no workspace '%.300s' of yours under %.300s "
 				  "(give the id that -o keep printed, with the same local_root)",
 				  spec->attach_id, root);
@@ -327,6 +342,15 @@ static int make_workspace(struct sb_backend *b, struct local *l)
 	 * sweep finds only workspaces with a marker. */
 	if (!spec->keep)
 		write_owner(l->host_dir);
+	/* the sandbox's root owns its workspace, as on any other backend */
+	if (l->ids.mapped &&
+	    chown(l->host_dir, l->ids.uid_base, l->ids.gid_base) < 0) {
+		int e = errno;
+		set_error(b, "cannot give the workspace directory %.300s to the sandbox's ids %u:%u: %s",
+			  l->host_dir, (unsigned)l->ids.uid_base,
+			  (unsigned)l->ids.gid_base, strerror(e));
+		return -e;
+	}
 	return 0;
 }
 
@@ -520,6 +544,73 @@ static int bwrap_args_memfd(const char *const *args)
 	return fd;
 }
 
+/* The namespaces bwrap makes. In a mapped user namespace (a root daemon)
+ * bwrap runs as its root and makes no user namespace of its own, so the
+ * sandbox's ids are the whole mapped range (bwrap's own would map one). */
+static void add_namespace_args(struct strv *a, const struct local *l)
+{
+	if (l->userns_fd < 0) {
+		strv_add(a, "--unshare-all");
+		strv_add(a, "--unshare-user"); /* caps stay namespaced */
+		return;
+	}
+	/* --unshare-all without its --unshare-user-try */
+	strv_add(a, "--unshare-ipc");
+	strv_add(a, "--unshare-pid");
+	strv_add(a, "--unshare-net");
+	strv_add(a, "--unshare-uts");
+	strv_add(a, "--unshare-cgroup-try");
+}
+
+/* In a mapped user namespace bwrap is no host user that may walk the path
+ * to the workspace (a 0700 parent of root's, as a test's temp dir): the
+ * child binds it first, as root, at STAGE_DIR on a private tmpfs in a
+ * mount namespace of its own, and bwrap binds it from there. */
+#define STAGE_PARENT "/run"
+#define STAGE_DIR STAGE_PARENT "/sbfs-workspace"
+static void add_workspace_bind(struct strv *a, const struct local *l,
+			       const char *workdir)
+{
+	strv_add(a, "--bind");
+	strv_add(a, l->userns_fd >= 0 ? STAGE_DIR : l->host_dir);
+	strv_add(a, workdir);
+}
+
+/* In the forked child: the staged workspace. async-signal-safe. */
+/* (an fd of ours would be of the old mount namespace: EINVAL) */
+static int stage_workspace(const char *ws_path)
+{
+	if (unshare(CLONE_NEWNS) < 0)
+		return -1;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -2;
+	if (mount("tmpfs", STAGE_PARENT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "mode=0711") < 0)
+		return -3;
+	if (mkdir(STAGE_DIR, 0700) < 0)
+		return -4;
+	if (mount(ws_path, STAGE_DIR, NULL, MS_BIND, NULL) < 0)
+		return -5;
+	return 0;
+}
+
+/* In the forked child, before bwrap: become the mapped namespace's root
+ * (host id uid_base, no capability outside it). async-signal-safe. */
+static int enter_userns(const struct local *l, const char *ws_path)
+{
+	if (l->userns_fd < 0)
+		return 0;
+	int rc = stage_workspace(ws_path);
+	if (rc < 0)
+		return rc;
+	if (setns(l->userns_fd, CLONE_NEWUSER) < 0)
+		return -6;
+	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 ||
+	    setresuid(0, 0, 0) < 0)
+		return -7;
+	return 0;
+}
+
 /* Called from the thread that calls create: bwrap's --die-with-parent is
  * PR_SET_PDEATHSIG, which fires when the *thread* that forked it exits, so
  * that thread must live as long as the sandbox (the daemon creates it from
@@ -535,8 +626,7 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 	struct strv a = {0};
 	char links[6][4096];
 	strv_add(&a, bwrap);
-	strv_add(&a, "--unshare-all");
-	strv_add(&a, "--unshare-user"); /* caps stay namespaced, even for root */
+	add_namespace_args(&a, l);
 	if (!b->spec.block_network)
 		strv_add(&a, "--share-net");
 	strv_add(&a, "--die-with-parent");
@@ -557,7 +647,7 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 	strv_add(&a, "--dev"); strv_add(&a, "/dev");
 	strv_add(&a, "--tmpfs"); strv_add(&a, "/tmp");
 	strv_add(&a, "--dir"); strv_add(&a, "/root");
-	strv_add(&a, "--bind"); strv_add(&a, l->host_dir); strv_add(&a, b->spec.workdir);
+	add_workspace_bind(&a, l, b->spec.workdir);
 	strv_add(&a, "--hostname"); strv_add(&a, "sbfs");
 	strv_add(&a, "--clearenv");
 	strv_add(&a, "--setenv"); strv_add(&a, "PATH"); strv_add(&a, GUEST_PATH + 5);
@@ -589,6 +679,22 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 	if (pid == 0) {
 		/* async-signal-safe only from here */
 		setsid();
+		int step = enter_userns(l, l->host_dir);
+		if (step < 0) {
+			/* one line for b->error: which step, and errno */
+			int e = errno;
+			char msg[] = "cannot stage the sandbox's user namespace (step N, errno NNN)\n";
+			char *p = strchr(msg, 'N');
+			p[0] = (char)('0' - step);
+			p = strstr(msg, "NNN");
+			p[0] = (char)('0' + e / 100 % 10);
+			p[1] = (char)('0' + e / 10 % 10);
+			p[2] = (char)('0' + e % 10);
+			if (write(errfd, msg, sizeof msg - 1) < 0)
+				_exit(126);
+			_exit(126);
+		}
+		/* after the credential change, which clears it */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(127);
@@ -676,10 +782,20 @@ static int local_create(struct sb_backend *b, const struct sb_spec *spec)
 	struct local *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	l->ws_fd = l->bwrap_pidfd = -1;
+	l->ws_fd = l->bwrap_pidfd = l->userns_fd = -1;
 	pthread_mutex_init(&l->lock, NULL);
 	b->priv = l;
-	int rc = make_workspace(b, l);
+	int rc = id_map_choose(&l->ids, b->error, sizeof b->error);
+	if (rc < 0)
+		return rc;
+	if (l->ids.mapped && (l->userns_fd = id_map_open_userns(&l->ids)) < 0) {
+		rc = l->userns_fd;
+		l->userns_fd = -1;
+		set_error(b, "cannot make the sandbox's user namespace (host ids %u+%u): %s",
+			  (unsigned)l->ids.uid_base, l->ids.count, strerror(-rc));
+		return rc;
+	}
+	rc = make_workspace(b, l);
 	if (rc < 0)
 		return rc;
 	l->ws_fd = open(l->host_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -700,6 +816,9 @@ static int local_create(struct sb_backend *b, const struct sb_spec *spec)
 			discard_workspace(l);
 		return rc;
 	}
+	/* its root in a mapped range; else our user, mapped to itself */
+	b->guest_uid = l->ids.mapped ? 0 : getuid();
+	b->guest_gid = l->ids.mapped ? 0 : getgid();
 	/* the id is what `-o attach=` takes back */
 	const char *base = strrchr(l->host_dir, '/');
 	snprintf(b->id, sizeof(b->id), "%.*s", (int)sizeof(b->id) - 1,
@@ -751,6 +870,8 @@ static void local_release(struct sb_backend *b)
 	/* a kept workspace's image is mounted again by attach */
 	if (l->disk_mounted)
 		local_disk_unmount(l->host_dir);
+	if (l->userns_fd >= 0)
+		close(l->userns_fd);
 	pthread_mutex_destroy(&l->lock);
 	free(l);
 	b->priv = NULL;
@@ -775,6 +896,8 @@ const struct sb_backend_ops sb_local_ops = {
 	.truncate = local_truncate,
 	.utimens = local_utimens,
 	.symlink = local_symlink,
+	.chown = local_chown,
+	.link = local_link,
 	.readlink = local_readlink,
 	.statfs = local_statfs,
 	.sweep = local_sweep,

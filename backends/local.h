@@ -4,6 +4,7 @@
 #define SBFS_BACKENDS_LOCAL_H
 
 #include "backend.h"
+#include "local_userns.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -21,6 +22,8 @@ struct local {
 	bool watcher_started;
 	pthread_mutex_t lock; /* serialises destroy/release */
 	bool stopping;        /* we are killing it: its exit is not a failure */
+	struct id_map ids;    /* sandbox ids <-> host ids (identity unless root) */
+	int userns_fd;        /* the mapped user namespace, or -1 */
 };
 
 /* local_exec.c */
@@ -46,6 +49,8 @@ int local_utimens(struct sb_backend *b, const char *path,
 		  const struct timespec ts[2]);
 int local_symlink(struct sb_backend *b, const char *target,
 		  const char *linkpath);
+int local_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid);
+int local_link(struct sb_backend *b, const char *from, const char *to);
 int local_readlink(struct sb_backend *b, const char *path, char **target);
 int local_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
 

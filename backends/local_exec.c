@@ -1,8 +1,8 @@
 /* exec for the local backend: nsenter into the running sandbox's
- * namespaces and root, drop all capabilities (the guest's uid 0 is mapped
- * to ours, and with CAP_SYS_ADMIN in its user namespace it could remount
- * the read-only host dirs writable), then env -i sets the environment and
- * the working directory and runs argv. */
+ * namespaces and root, drop all capabilities (with CAP_SYS_ADMIN in its
+ * user namespace it could remount the read-only host dirs writable; a root
+ * daemon's sandbox keeps the few that act on its own id range only), then
+ * env -i sets the environment and the working directory and runs argv. */
 #include "local.h"
 #include "util/call_deadline.h"
 
@@ -60,6 +60,15 @@ static const char **build_argv(struct sb_backend *b, struct local *l,
 	for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
 		v[k++] = head[i];
 	v[2] = pidbuf;
+	/* In a mapped range the command runs as the namespace's root (host
+	 * id uid_base); unmapped, it keeps our ids, which map to themselves. */
+	if (l->ids.mapped) {
+		v[12] = "--setuid=0";
+		/* root of its own id range: it may own and chmod its files, as
+		 * root in a container; these act on mapped ids only, so on
+		 * nothing of the host's. Still no CAP_SYS_ADMIN. */
+		v[15] = "--bounding-set=-all,+chown,+fowner,+fsetid,+dac_override";
+	}
 	v[22] = req->cwd ? req->cwd : b->spec.workdir;
 	for (size_t i = 0; guest_defaults[i]; i++)
 		v[k++] = guest_defaults[i];

@@ -111,6 +111,28 @@ static bool is_root(const struct loc *lc)
 	return strcmp(lc->name, ".") == 0;
 }
 
+/* What the daemon makes in the workspace belongs to the sandbox's user,
+ * as what the sandbox makes itself (a root daemon's ids are no sandbox
+ * ids). flags: AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH. */
+static int give_to_sandbox(struct sb_backend *b, int dirfd, const char *name,
+			   int flags)
+{
+	struct local *l = b->priv;
+	if (!l->ids.mapped)
+		return 0;
+	uid_t uid = id_map_uid_host(&l->ids, b->guest_uid);
+	gid_t gid = id_map_gid_host(&l->ids, b->guest_gid);
+	return fchownat(dirfd, name, uid, gid, flags) < 0 ? -errno : 0;
+}
+
+/* Host ids as the sandbox sees them. */
+static void show_guest_ids(struct sb_backend *b, struct stat *st)
+{
+	struct local *l = b->priv;
+	st->st_uid = id_map_uid_guest(&l->ids, st->st_uid);
+	st->st_gid = id_map_gid_guest(&l->ids, st->st_gid);
+}
+
 /* Creates the missing parent directories one component at a time, each
  * opened without following links. */
 static int make_parents(struct sb_backend *b, const char *path)
@@ -140,13 +162,19 @@ static int make_parents(struct sb_backend *b, const char *path)
 			close(cur);
 			return -EACCES;
 		}
-		if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST) {
+		int made = mkdirat(cur, c, 0755) == 0;
+		if (!made && errno != EEXIST) {
 			int e = -errno;
 			close(cur);
 			return e;
 		}
+		int e = made ? give_to_sandbox(b, cur, c, AT_SYMLINK_NOFOLLOW) : 0;
+		if (e < 0) {
+			close(cur);
+			return e;
+		}
 		int next = openat(cur, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		int e = -errno;
+		e = -errno;
 		close(cur);
 		if (next < 0)
 			return e;
@@ -240,9 +268,12 @@ int local_write_file(struct sb_backend *b, const char *path, int fd,
 		close(out);
 		return -EINVAL;
 	}
-	if (created)
+	if (created) {
 		fchmod(out, mode & 07777); /* exact, whatever our umask */
-	rc = ftruncate(out, 0) < 0 ? -errno : copy_from(out, fd, size);
+		rc = give_to_sandbox(b, out, "", AT_EMPTY_PATH);
+	}
+	if (rc == 0)
+		rc = ftruncate(out, 0) < 0 ? -errno : copy_from(out, fd, size);
 	if (close(out) < 0 && rc == 0)
 		rc = -errno;
 	return rc;
@@ -327,6 +358,7 @@ int local_list_dir(struct sb_backend *b, const char *path,
 			rc = r < 0 ? r : -ENOMEM;
 			break;
 		}
+		show_guest_ids(b, &st);
 		e->st = st;
 		e->link_target = target;
 		bytes += strlen(de->d_name) + (target ? strlen(target) : 0) +
@@ -349,6 +381,8 @@ int local_stat(struct sb_backend *b, const char *path, struct stat *st,
 		return rc;
 	rc = stat_at(lc.dirfd, lc.name, st, link_target);
 	close(lc.dirfd);
+	if (rc == 0)
+		show_guest_ids(b, st);
 	return rc;
 }
 
@@ -369,7 +403,8 @@ int local_stat(struct sb_backend *b, const char *path, struct stat *st,
 int local_mkdir(struct sb_backend *b, const char *path, mode_t mode)
 {
 	WITH_LOC(path, shell_mkdir(b, path, mode),
-		 mkdirat(lc.dirfd, lc.name, mode & 07777));
+		 mkdirat(lc.dirfd, lc.name, mode & 07777) < 0 ? -1
+		 : give_to_sandbox(b, lc.dirfd, lc.name, AT_SYMLINK_NOFOLLOW) < 0 ? -1 : 0);
 }
 
 int local_remove(struct sb_backend *b, const char *path, bool is_dir)
@@ -406,7 +441,43 @@ int local_symlink(struct sb_backend *b, const char *target,
 		  const char *linkpath)
 {
 	WITH_LOC(linkpath, shell_symlink(b, target, linkpath),
-		 symlinkat(target, lc.dirfd, lc.name));
+		 symlinkat(target, lc.dirfd, lc.name) < 0 ? -1
+		 : give_to_sandbox(b, lc.dirfd, lc.name, AT_SYMLINK_NOFOLLOW) < 0 ? -1 : 0);
+}
+
+/* Host-side, in the sandbox's ids: an id outside its range is EINVAL, as
+ * chown(2) answers for an id the caller's namespace does not map. */
+int local_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid)
+{
+	struct local *l = b->priv;
+	uid_t huid = id_map_uid_host(&l->ids, uid);
+	gid_t hgid = id_map_gid_host(&l->ids, gid);
+	if ((huid == (uid_t)-1 && uid != (uid_t)-1) ||
+	    (hgid == (gid_t)-1 && gid != (gid_t)-1))
+		return -EINVAL;
+	WITH_LOC(path, shell_chown(b, path, uid, gid),
+		 fchownat(lc.dirfd, lc.name, huid, hgid, AT_SYMLINK_NOFOLLOW));
+}
+
+int local_link(struct sb_backend *b, const char *from, const char *to)
+{
+	struct loc a, c;
+	int rc = locate(b, from, &a);
+	if (rc == 0) {
+		rc = locate(b, to, &c);
+		if (rc < 0)
+			close(a.dirfd);
+	}
+	if (rc == -ELOOP)
+		return shell_hardlink(b, from, to);
+	if (rc < 0)
+		return rc;
+	/* no AT_SYMLINK_FOLLOW: a link to a symlink is to the symlink, as
+	 * link(2) does on Linux */
+	rc = linkat(a.dirfd, a.name, c.dirfd, c.name, 0) < 0 ? -errno : 0;
+	close(a.dirfd);
+	close(c.dirfd);
+	return rc;
 }
 
 int local_truncate(struct sb_backend *b, const char *path, off_t size)

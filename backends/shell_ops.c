@@ -7,6 +7,7 @@
  *   102 is a directory -> EISDIR    103 not a directory -> ENOTDIR
  *   104 exists -> EEXIST            105 not empty -> ENOTEMPTY
  *   106 the tool refused -> EACCES  107 raced with a change -> retried/EAGAIN
+ *   108 not permitted -> EPERM
  *   126/127 tool missing or not runnable -> ENOTSUP (tool named in the log)
  */
 #include "shell_ops.h"
@@ -57,6 +58,7 @@ static int status_to_errno(int code)
 	case 105: return -ENOTEMPTY;
 	case 106: return -EACCES;
 	case 107: return -EAGAIN;
+	case 108: return -EPERM;
 	case 126: case 127: return -ENOTSUP;
 	default: return -EPROTO;
 	}
@@ -737,6 +739,52 @@ int shell_symlink(struct sb_backend *b, const char *target,
 		"ln -s -- \"$1\" \"$2\" || exit 106\n";
 	const char *args[] = {target, linkpath, NULL};
 	return run_script(b, "symlink", script, args, -1, NULL, NULL);
+}
+
+/* "UID:GID", "UID" or ":GID" for chown; -1 leaves that id alone. */
+static void owner_arg(char *out, size_t n, uid_t uid, gid_t gid)
+{
+	bool u = uid != (uid_t)-1, g = gid != (gid_t)-1;
+	if (u && g)
+		snprintf(out, n, "%u:%u", (unsigned)uid, (unsigned)gid);
+	else if (u)
+		snprintf(out, n, "%u", (unsigned)uid);
+	else
+		snprintf(out, n, ":%u", (unsigned)gid);
+}
+
+int shell_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid)
+{
+	if (!path_ok(path))
+		return -EINVAL;
+	if (uid == (uid_t)-1 && gid == (gid_t)-1)
+		return 0;
+	char owner[32];
+	owner_arg(owner, sizeof owner, uid, gid);
+	/* -h: a symlink itself, as lchown(2); a refusal is EPERM as there */
+	static const char script[] = PRELUDE
+		"need chown\n"
+		"ex \"$1\" || miss \"$1\"\n"
+		"chown -h -- \"$2\" \"$1\" || exit 108\n";
+	const char *args[] = {path, owner, NULL};
+	return run_script(b, "chown", script, args, -1, NULL, NULL);
+}
+
+int shell_hardlink(struct sb_backend *b, const char *from, const char *to)
+{
+	if (!path_ok(from) || !path_ok(to))
+		return -EINVAL;
+	/* link(2) checks first: no source, a directory source (EPERM), an
+	 * existing target, a missing target parent */
+	static const char script[] = PRELUDE
+		"need ln\n"
+		"ex \"$1\" || miss \"$1\"\n"
+		"[ -d \"$1\" ] && [ ! -L \"$1\" ] && exit 108\n"
+		"ex \"$2\" && exit 104\n"
+		"p=$(dirname -- \"$2\"); [ -d \"$p\" ] || miss \"$p/x\"\n"
+		"ln -- \"$1\" \"$2\" || exit 108\n";
+	const char *args[] = {from, to, NULL};
+	return run_script(b, "link", script, args, -1, NULL, NULL);
 }
 
 int shell_readlink(struct sb_backend *b, const char *path, char **target)

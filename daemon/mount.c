@@ -315,6 +315,7 @@ int sbfs_mount_run(struct mount_options *o)
 		.log_path = log_path,
 		.writeback = o->writeback,
 		.max_nodes = o->max_nodes,
+		.idmap_none = o->idmap_none,
 	};
 	if (fs_init(&fs, b, &cfg) < 0) {
 		sb_err("out of memory");

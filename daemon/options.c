@@ -199,6 +199,12 @@ static int apply_option(struct mount_options *o, char *opt, char *err,
 		SET_STRING(o->spool_dir);
 	} else if (!strcmp(key, "log")) {
 		SET_STRING(o->log_path);
+	} else if (!strcmp(key, "idmap")) {
+		NEED_VALUE();
+		if (strcmp(val, "user") && strcmp(val, "none"))
+			return fail(err, errlen,
+				    "-o idmap takes 'user' or 'none', not '%s'", val);
+		o->idmap_none = !strcmp(val, "none");
 	} else if (!strcmp(key, "writeback")) {
 		if (val)
 			return fail(err, errlen, "-o writeback takes no value (write -o writeback)");
@@ -280,6 +286,8 @@ void mount_options_usage(FILE *out)
 		"  -o writeback        close() returns once the data is safe in the local\n"
 		"                      spool; uploads run in the background, batched;\n"
 		"                      fsync, sbexec, `sbfs sync` and unmount wait for them\n"
+		"  -o idmap=user|none  user (default): the sandbox's user shows as you and a\n"
+		"                      chown to you is a chown to it; none: the sandbox's ids\n"
 		"  -o shell_ops        testing aid: use the generic shell file operations\n"
 		"  -o call_timeout=S   deadline of each file call to the sandbox (default 60)\n"
 		"  -o inject_latency_ms=N  testing/benchmark aid: delay every backend call\n"

@@ -25,6 +25,7 @@ struct mount_options {
 	char *spool_dir;
 	char *log_path;
 	bool writeback;       /* -o writeback: uploads after close() returns */
+	bool idmap_none;      /* -o idmap=none: ids as the sandbox has them */
 };
 
 /* Parses argv (after the program name). 0, 1 when --help/--version was

@@ -22,6 +22,7 @@ struct fs_config {
 	const char *log_path;       /* shown in status */
 	bool writeback;             /* -o writeback: see writeback.h */
 	size_t max_nodes;           /* node cache bound; 0 = none */
+	bool idmap_none;            /* -o idmap=none: no user mapping */
 };
 
 struct fs {
@@ -29,8 +30,8 @@ struct fs {
 	struct node_table t;
 	struct fs_config cfg;
 	char *workdir;        /* the guest path the mount root shows */
-	uid_t uid;            /* everything shows as owned by the mounting user */
-	gid_t gid;
+	uid_t uid;            /* the mounting user: the sandbox's user shows */
+	gid_t gid;            /* as this one unless -o idmap=none */
 	struct fuse_session *se;
 	bool se_expire_only;  /* the kernel can expire a dentry without dropping it */
 	/* Spools kept after their last close, as a read cache; most recently

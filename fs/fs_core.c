@@ -76,13 +76,29 @@ void fs_map_attr(const struct fs *fs, struct stat *st)
 		st->st_mode = S_IFREG | (st->st_mode & 07777);
 		st->st_size = 0;
 	}
-	st->st_uid = fs->uid;
-	st->st_gid = fs->gid;
+	if (!fs->cfg.idmap_none) {
+		if (st->st_uid == fs->b->guest_uid)
+			st->st_uid = fs->uid;
+		if (st->st_gid == fs->b->guest_gid)
+			st->st_gid = fs->gid;
+	}
 	if (st->st_nlink == 0)
 		st->st_nlink = 1;
 	st->st_blksize = 4096;
 	if (st->st_blocks == 0)
 		st->st_blocks = (st->st_size + 511) / 512;
+}
+
+/* A chown's ids, from the mount's terms to the sandbox's: under idmap=user
+ * the mounting user is the sandbox's user (-1, "unchanged", stays). */
+void fs_unmap_owner(const struct fs *fs, uid_t *uid, gid_t *gid)
+{
+	if (fs->cfg.idmap_none)
+		return;
+	if (*uid != (uid_t)-1 && *uid == fs->uid)
+		*uid = fs->b->guest_uid;
+	if (*gid != (gid_t)-1 && *gid == fs->gid)
+		*gid = fs->b->guest_gid;
 }
 
 bool fs_attr_fresh(const struct fs *fs, const struct node *n,

@@ -21,6 +21,7 @@ char *fs_node_guest_path(const struct fs *fs, const struct node *n, int *err);
  * special files shown as empty regular files (the host kernel must never
  * open a FIFO or device on the sandbox's behalf). */
 void fs_map_attr(const struct fs *fs, struct stat *st);
+void fs_unmap_owner(const struct fs *fs, uid_t *uid, gid_t *gid);
 
 /* Attributes are authoritative locally while a spool exists. Table lock
  * held. */

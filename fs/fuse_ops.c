@@ -70,6 +70,8 @@ static void record_new(struct fs *fs, struct node *n, mode_t mode, off_t size,
 	st.st_mode = mode;
 	st.st_nlink = S_ISDIR(mode) ? 2 : 1;
 	st.st_size = size;
+	st.st_uid = fs->b->guest_uid; /* made by the sandbox's user */
+	st.st_gid = fs->b->guest_gid;
 	clock_gettime(CLOCK_REALTIME, &st.st_mtim);
 	st.st_atim = st.st_ctim = st.st_mtim;
 	record_attr(fs, n, &st, link);
@@ -367,6 +369,21 @@ static void unpin_file(struct fs *fs, fuse_ino_t ino)
 	pthread_mutex_unlock(&fs->t.lock);
 }
 
+/* chown/lchown (never following a symlink) in the sandbox's ids. A file
+ * not uploaded yet is uploaded first: an upload would otherwise make it
+ * the sandbox user's again. f->lock held when f. */
+static int chown_path(struct fs *fs, struct node *n, struct file_state *f,
+		      const char *path, const struct stat *attr, int to_set)
+{
+	uid_t uid = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+	gid_t gid = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+	fs_unmap_owner(fs, &uid, &gid);
+	int err = 0;
+	if (f && f->dirty)
+		err = fs_upload_locked(fs, n, f, path);
+	return err < 0 ? err : sb_chown(fs->b, path, uid, gid);
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
@@ -375,15 +392,6 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (dead(fs, req))
 		return;
 	int err = 0;
-	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-		/* Everything shows as the mounting user's; only a no-op
-		 * chown is accepted. */
-		if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != fs->uid) ||
-		    ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != fs->gid)) {
-			fuse_reply_err(req, EPERM);
-			return;
-		}
-	}
 	pthread_mutex_lock(&fs->t.lock);
 	struct node *n = node_by_ino(&fs->t, ino);
 	if (!n) {
@@ -441,6 +449,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		if (err == 0)
 			err = sb_utimens(fs->b, path, ts);
 	}
+	if (path && !orphan && err == 0 &&
+	    (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
+		err = chown_path(fs, n, f, path, attr, to_set);
 	if (f)
 		pthread_mutex_unlock(&f->lock);
 	free(path);
@@ -465,6 +476,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			n->st.st_atim = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? now : attr->st_atim;
 		if (to_set & FUSE_SET_ATTR_MTIME)
 			n->st.st_mtim = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now : attr->st_mtim;
+		if (to_set & FUSE_SET_ATTR_UID)
+			n->st.st_uid = attr->st_uid;
+		if (to_set & FUSE_SET_ATTR_GID)
+			n->st.st_gid = attr->st_gid;
 		n->st.st_ctim = now;
 		fs_node_stat(n, &st);
 	} else if (err == 0) {
@@ -643,15 +658,121 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 				0, NULL, NOT_A_DIR);
 }
 
+/* The other names of a hard-linked file: their cached link count (and
+ * ctime) changed with a link or unlink elsewhere. */
+struct same_file {
+	dev_t dev;
+	ino_t ino;
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static void collect_same_file(struct node *n, void *arg)
+{
+	struct same_file *s = arg;
+	/* attributes forgotten earlier still name the file they were of */
+	if (S_ISDIR(n->st.st_mode) || n->guest_ino != s->ino ||
+	    n->guest_dev != s->dev)
+		return;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		uint64_t *v = realloc(s->v, cap * sizeof *v);
+		if (!v)
+			return;
+		s->v = v;
+		s->cap = cap;
+	}
+	node_forget_attr(n);
+	s->v[s->n++] = n->ino;
+}
+
+/* Forgets the attributes of every node that is the sandbox file
+ * (dev, ino), here and in the kernel. Table lock not held. */
+static void forget_same_file(struct fs *fs, dev_t dev, ino_t ino)
+{
+	if (ino == 0) /* a backend that does not report inodes */
+		return;
+	struct same_file s = {.dev = dev, .ino = ino};
+	pthread_mutex_lock(&fs->t.lock);
+	node_walk(fs->t.root, collect_same_file, &s);
+	pthread_mutex_unlock(&fs->t.lock);
+	/* Outside the table lock: the kernel may call back into us. */
+	for (size_t i = 0; fs->se && i < s.n; i++)
+		fuse_lowlevel_notify_inval_inode(fs->se, s.v[i], -1, 0);
+	free(s.v);
+}
+
+/* A file still only in its spool (new, or written and not uploaded) is
+ * uploaded first, so the new name shares what the old one shows. */
+static int upload_before_link(struct fs *fs, fuse_ino_t ino, const char *from)
+{
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, ino);
+	struct file_state *f = n ? pin_file(fs, n) : NULL;
+	pthread_mutex_unlock(&fs->t.lock);
+	if (!f)
+		return n ? 0 : -ENOENT;
+	pthread_mutex_lock(&f->lock);
+	int err = f->dirty ? fs_upload_locked(fs, n, f, from) : 0;
+	pthread_mutex_unlock(&f->lock);
+	unpin_file(fs, ino);
+	return err;
+}
+
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
-	(void)ino;
-	(void)newparent;
-	(void)newname;
-	/* Hard links are not part of the backend contract; tools such as git
-	 * fall back to rename. */
-	fuse_reply_err(req, EPERM);
+	struct fs *fs = req_fs(req);
+	if (dead(fs, req))
+		return;
+	int err;
+	char *from = path_of(fs, ino, &err);
+	char *to = from ? child_path_of(fs, newparent, newname, &err) : NULL;
+	if (to)
+		err = upload_before_link(fs, ino, from);
+	if (to && err == 0)
+		err = sb_link(fs->b, from, to);
+	/* Both names are one file: what the sandbox says of it now holds
+	 * for both, link count included. */
+	struct stat st;
+	char *target = NULL;
+	if (to && err == 0)
+		err = sb_stat(fs->b, to, &st, &target);
+	free(from);
+	free(to);
+	if (err < 0) {
+		free(target);
+		fuse_reply_err(req, -err);
+		return;
+	}
+	forget_same_file(fs, st.st_dev, st.st_ino);
+	struct fuse_entry_param e;
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *p = node_by_ino(&fs->t, newparent);
+	struct node *n = p ? node_child_get(&fs->t, p, newname) : NULL;
+	struct node *old = node_by_ino(&fs->t, ino);
+	if (n) {
+		struct stat copy = st;
+		record_attr(fs, n, &st, target);
+		if (old && old != n)
+			record_attr(fs, old, &copy, target);
+		n->seen_mark = p->seen_mark;
+		n->nlookup++;
+		fill_entry(fs, n, &e);
+	} else {
+		err = p ? -ENOMEM : -ENOENT;
+	}
+	pthread_mutex_unlock(&fs->t.lock);
+	free(target);
+	if (err < 0) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	fuse_reply_entry(req, &e);
+	/* The kernel keeps the old name's link count otherwise. After the
+	 * reply: it updates that inode's ctime when the reply comes. */
+	if (fs->se)
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 }
 
 /* Files below dir still waiting for their upload (write-back): not in
@@ -732,16 +853,25 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (f)
 		pthread_mutex_unlock(&f->lock);
 	free(path);
+	bool linked = false;
+	dev_t file_dev = 0;
+	ino_t file_ino = 0;
 	if (err == 0 || err == -ENOENT) {
 		pthread_mutex_lock(&fs->t.lock);
 		p = node_by_ino(&fs->t, parent);
 		n = p ? node_child(&fs->t, p, name) : NULL;
 		if (p && err == 0)
 			node_entries_changed(p);
-		if (n && (!ino || n->ino == ino))
+		if (n && (!ino || n->ino == ino)) {
+			linked = !is_dir && n->st.st_nlink > 1;
+			file_dev = n->guest_dev;
+			file_ino = n->guest_ino;
 			node_detach(&fs->t, n);
+		}
 		pthread_mutex_unlock(&fs->t.lock);
 	}
+	if (linked) /* its other names lost a link */
+		forget_same_file(fs, file_dev, file_ino);
 	if (f)
 		unpin_file(fs, ino);
 	fuse_reply_err(req, -err);

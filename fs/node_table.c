@@ -303,6 +303,12 @@ static const struct timespec *later(const struct timespec *a,
 void node_set_attr(struct node_table *t, struct node *n, const struct stat *st,
 		   const char *link_target, const struct timespec *expires)
 {
+	/* st may be our own view again (fs_node_stat after an upload): that
+	 * says nothing new of the sandbox's inode */
+	if (st->st_ino != n->ino) {
+		n->guest_ino = st->st_ino;
+		n->guest_dev = st->st_dev;
+	}
 	n->st = *st;
 	n->st.st_ino = n->ino;
 	/* The sandbox may not have seen the mount's last change here yet (a

@@ -30,7 +30,9 @@ struct node {
 
 	/* Cached attributes: valid while attr_gen matches the table's
 	 * generation and attr_expires is in the future. */
-	struct stat st;
+	struct stat st;            /* st_ino is ours (ino) */
+	ino_t guest_ino;           /* the sandbox's inode and device, which */
+	dev_t guest_dev;           /* tell the names of a hard-linked file */
 	char *link_target;
 	uint64_t attr_gen;
 	struct timespec attr_expires;

@@ -89,7 +89,7 @@ run_fio() {
 # backend. Left out: xattr (see the next test); link and symlink, whose
 # set-up and clean-up unlink 8,192 names with two statfs calls each
 # whatever the run time (minutes where each call is a command in the
-# sandbox; hard links are refused with EPERM and symlinks are checked in
+# sandbox; hard links are checked in ownership.bats and symlinks in
 # posix.bats); fallocate, fpunch and fsize, which need fallocate(2),
 # which sbfs does not implement (the kernel answers EOPNOTSUPP); the rest
 # are not about files.

@@ -18,6 +18,7 @@
  *   rename FROM TO -|noreplace | link FROM TO | symlink TARGET PATH
  *   readlink PATH (prints the target) | unlink PATH | rmdir PATH
  *   mkdir PATH MODE | chmod PATH MODE | stat PATH (prints size)
+ *   chown PATH UID GID | lchown PATH UID GID   -1 leaves that id
  *   utimens PATH ATIME MTIME            each: now, omit or SEC[.NSEC]
  *   wait                                prints "wait", then reads one line
  *                                       of stdin (lets a test look at the
@@ -152,7 +153,7 @@ static int run_one(int argc, char **argv)
 		{ "rename", 3 }, { "link", 2 }, { "symlink", 2 },
 		{ "readlink", 1 }, { "unlink", 1 }, { "rmdir", 1 },
 		{ "mkdir", 2 }, { "chmod", 2 }, { "stat", 1 }, { "utimens", 3 },
-		{ "wait", 0 },
+		{ "wait", 0 }, { "chown", 3 }, { "lchown", 3 },
 	};
 	int need = -1;
 	for (size_t i = 0; i < sizeof arity / sizeof arity[0]; i++)
@@ -232,6 +233,10 @@ static int run_one(int argc, char **argv)
 		result(op, mkdir(a[0], (mode_t)num(a[1], 8)));
 	} else if (!strcmp(op, "chmod")) {
 		result(op, chmod(a[0], (mode_t)num(a[1], 8)));
+	} else if (!strcmp(op, "chown")) {
+		result(op, chown(a[0], (uid_t)num(a[1], 10), (gid_t)num(a[2], 10)));
+	} else if (!strcmp(op, "lchown")) {
+		result(op, lchown(a[0], (uid_t)num(a[1], 10), (gid_t)num(a[2], 10)));
 	} else if (!strcmp(op, "stat")) {
 		struct stat st;
 		int r = stat(a[0], &st);

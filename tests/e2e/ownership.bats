@@ -1,0 +1,244 @@
+#!/usr/bin/env bats
+# Ownership and hard links through a real mount (issue 18, items 7, 8, 13):
+# chown/lchown reach the sandbox and show in stat on both sides, -o idmap
+# decides how ids show, link() gives one file two names with the right
+# link counts, and a root daemon's local sandbox lives in an unprivileged
+# host id range. Calls go through tests/tools/posixop for exact errnos.
+
+load helpers
+
+WS=/workspace
+
+setup() {
+	sbfs_setup
+	POSIXOP=$SBFS_BUILD/tests/tools/posixop
+	[[ -x $POSIXOP ]] || fail "no posixop helper at $POSIXOP (build first)"
+}
+
+teardown() {
+	[[ -f ${T:-/nonexistent}/opt-dir ]] && rm -rf -- "$(cat "$T/opt-dir")"
+	sbfs_teardown
+}
+
+po() {
+	"$POSIXOP" "$@"
+}
+
+# expect_po WANT ARGS...: posixop's whole output, one line per call.
+expect_po() {
+	local want=$1 got
+	shift
+	got=$(po "$@") || fail "posixop $* exited $?" || return 1
+	assert_eq "$got" "$want" "posixop $*"
+}
+
+# owner_on_mount PATH / owner_in_sandbox PATH: "UID GID" of PATH itself.
+owner_on_mount() { stat -c '%u %g' -- "$MNT/$1"; }
+owner_in_sandbox() { sb stat -c '%u %g' -- "$WS/$1"; }
+links_on_mount() { stat -c '%h' -- "$MNT/$1"; }
+links_in_sandbox() { sb stat -c '%h' -- "$WS/$1"; }
+
+need_root() {
+	[[ $(id -u) == 0 ]] || skip "chown to other ids needs a root sbfs (CI runs the suite as root)"
+}
+
+@test "chown and lchown: the new owner shows on the mount and in the sandbox" {
+	need_root
+	mount_sbfs
+	cd "$MNT"
+	echo data >f
+	ln -s f l
+	expect_po "chown OK
+lchown OK" chown f 1234 2345 lchown l 77 88
+	assert_eq "$(owner_on_mount f)" "1234 2345" "f on the mount"
+	assert_eq "$(owner_in_sandbox f)" "1234 2345" "f in the sandbox"
+	# lchown changed the link, not its target
+	assert_eq "$(owner_on_mount l)" "77 88" "l on the mount"
+	assert_eq "$(owner_in_sandbox l)" "77 88" "l in the sandbox"
+	# one id at a time: -1 leaves the other
+	expect_po "chown OK" chown f -1 3456
+	assert_eq "$(owner_in_sandbox f)" "1234 3456" "gid only"
+	expect_po "chown OK" chown f 0 0
+	assert_eq "$(owner_in_sandbox f)" "0 0" "to root, in the sandbox"
+	# what the sandbox says when asked again, not what we remembered
+	drop_kernel_caches
+	sbfs refresh "$MNT" >/dev/null
+	assert_eq "$(owner_on_mount l)" "77 88" "l after a refresh"
+	assert_eq "$(owner_on_mount f)" "0 0" "f after a refresh"
+	# content untouched
+	assert_eq "$(sb cat "$WS/f")" data
+}
+
+@test "chown of a file still being written reaches the sandbox with its data" {
+	need_root
+	mount_sbfs
+	cd "$MNT"
+	expect_po "open OK
+write OK 5
+chown OK
+close OK" open 0 w w,creat 644 write 0 hello chown w 4321 4321 close 0
+	assert_eq "$(owner_in_sandbox w)" "4321 4321"
+	assert_eq "$(sb cat "$WS/w")" hello
+}
+
+@test "idmap=user (default): the sandbox's user shows as you, and a chown to you is a chown to it" {
+	need_root
+	mount_sbfs
+	cd "$MNT"
+	local me guest
+	me="$(id -u) $(id -g)"
+	guest=$(sb sh -c 'echo "$(id -u) $(id -g)"')
+	sb sh -c 'echo x >"$1"' sh "$WS/made-inside"
+	echo y >made-here
+	assert_eq "$(owner_on_mount made-inside)" "$me" "sandbox-made file on the mount"
+	assert_eq "$(owner_on_mount made-here)" "$me" "mount-made file on the mount"
+	assert_eq "$(owner_in_sandbox made-here)" "$guest" "mount-made file in the sandbox"
+	# other ids show as they are
+	expect_po "chown OK" chown made-here 1234 2345
+	assert_eq "$(owner_on_mount made-here)" "1234 2345"
+	# back to the mounting user: the sandbox's user again
+	expect_po "chown OK" chown made-here "$(id -u)" "$(id -g)"
+	assert_eq "$(owner_in_sandbox made-here)" "$guest" "chown to you, in the sandbox"
+	assert_eq "$(owner_on_mount made-here)" "$me" "chown to you, on the mount"
+}
+
+@test "idmap=none: every id shows as the sandbox has it" {
+	need_root
+	mount_sbfs -o idmap=none
+	cd "$MNT"
+	sb sh -c 'echo x >"$1"' sh "$WS/made-inside"
+	echo y >made-here
+	assert_eq "$(owner_on_mount made-inside)" "$(owner_in_sandbox made-inside)"
+	assert_eq "$(owner_on_mount made-here)" "$(owner_in_sandbox made-here)"
+	expect_po "chown OK" chown made-here 1234 2345
+	assert_eq "$(owner_on_mount made-here)" "1234 2345"
+	assert_eq "$(owner_in_sandbox made-here)" "1234 2345"
+}
+
+@test "idmap takes user or none" {
+	run sbfs -o "$(sbfs_opts bad idmap=sometimes)" "$T/bad"
+	[ "$status" -ne 0 ] || fail "-o idmap=sometimes was accepted"
+	assert_output_has "-o idmap takes 'user' or 'none', not 'sometimes'"
+}
+
+@test "link: both names show nlink 2 and one content; unlink of one leaves 1" {
+	mount_sbfs
+	cd "$MNT"
+	echo one >a
+	stat a >/dev/null # cache a's attributes: link must update them
+	mkdir d
+	expect_po "link OK
+link OK" link a b link a d/c
+	assert_eq "$(links_on_mount a)" 3 "a on the mount"
+	assert_eq "$(links_on_mount b)" 3 "b on the mount"
+	assert_eq "$(links_on_mount d/c)" 3 "d/c on the mount (across directories)"
+	assert_eq "$(links_in_sandbox a)" 3 "a in the sandbox"
+	assert_eq "$(sb stat -c %i "$WS/a")" "$(sb stat -c %i "$WS/d/c")" "one inode in the sandbox"
+	assert_eq "$(cat b)" one
+	# a change through the sandbox shows through every name
+	sb sh -c 'echo two >>"$1"' sh "$WS/a"
+	sbfs refresh "$MNT" >/dev/null
+	assert_eq "$(cat d/c)" "one
+two"
+	expect_po "unlink OK" unlink b
+	assert_eq "$(links_on_mount a)" 2 "a after unlinking b"
+	assert_eq "$(links_on_mount d/c)" 2 "d/c after unlinking b"
+	expect_po "unlink OK" unlink d/c
+	assert_eq "$(links_on_mount a)" 1 "a after unlinking d/c"
+	assert_eq "$(links_in_sandbox a)" 1 "a in the sandbox"
+	drop_kernel_caches
+	assert_eq "$(links_on_mount a)" 1 "a after a cache drop"
+}
+
+@test "link: a write through one name is read through the other" {
+	mount_sbfs
+	cd "$MNT"
+	echo old >a
+	expect_po "link OK" link a b
+	echo new >a
+	assert_eq "$(sb cat "$WS/b")" new "b in the sandbox"
+	assert_eq "$(links_in_sandbox b)" 2 "the write kept the link"
+}
+
+@test "link: a file not uploaded yet is linked with its data" {
+	mount_sbfs
+	cd "$MNT"
+	expect_po "open OK
+write OK 5
+link OK
+close OK" open 0 n w,creat 644 write 0 fresh link n m close 0
+	assert_eq "$(sb cat "$WS/m")" fresh
+	assert_eq "$(links_in_sandbox n)" 2
+}
+
+@test "link: EPERM for a directory, EEXIST onto a name, ENOENT without a source" {
+	mount_sbfs
+	cd "$MNT"
+	mkdir dir
+	echo x >f
+	echo y >g
+	ln -s f sym
+	expect_po "link EPERM
+link EEXIST
+link EEXIST
+link ENOENT
+link ENOENT
+link OK" link dir dir2 link f g link f dir link missing z link f nodir/z link sym hsym
+	assert_eq "$(sb cat "$WS/g")" y "g untouched"
+	[[ ! -e dir2 ]] || fail "dir2 exists"
+	# a link to a symlink is to the symlink itself
+	assert_eq "$(sb readlink "$WS/hsym")" f
+}
+
+@test "local as root: the sandbox's ids are an unprivileged host range" {
+	require_backend local
+	[[ $(id -u) == 0 ]] || skip "only a root daemon maps the sandbox's ids"
+	# a root-only directory on a path the sandbox sees (/opt is bound)
+	local secret
+	secret=$(mktemp -d /opt/sbfs-test-XXXXXX)
+	echo "$secret" >"$T/opt-dir"
+	chmod 0755 "$secret"
+	mkdir -m 0711 "$secret/secret"
+	echo host-only >"$secret/secret/file"
+	chmod 0600 "$secret/secret/file"
+	mount_sbfs
+	cd "$MNT"
+	run sb ls "$secret/secret"
+	[ "$status" -ne 0 ] || fail "the sandbox listed a root-only 0711 directory: $output"
+	run sb cat "$secret/secret/file"
+	[ "$status" -ne 0 ] || fail "the sandbox read a root-only 0600 file: $output"
+	[[ $output != *host-only* ]] || fail "host-only data shown"
+	assert_eq "$(sb id -u)" 0 "the sandbox runs as its root"
+	local host_uid ws
+	host_uid=$(awk '$1 == 0 { print $2 }' < <(sb cat /proc/self/uid_map))
+	((host_uid >= 1000)) || fail "sandbox root is host uid $host_uid"
+	ws=$T/root/$SBFS_SANDBOX
+	[[ -d $ws ]] || fail "no host workspace at $ws"
+	# written through the mount and through sbexec: the sandbox's root owns
+	# both, host side as the mapped id, inside as 0, on the mount as you
+	echo via-mount >m
+	sb sh -c 'echo via-sbexec >"$1"' sh "$WS/s"
+	mkdir -p deep/er
+	echo x >deep/er/f
+	local f
+	for f in m s deep deep/er deep/er/f; do
+		assert_eq "$(stat -c '%u %g' "$ws/$f")" "$host_uid $host_uid" "host owner of $f"
+		assert_eq "$(owner_in_sandbox "$f")" "0 0" "sandbox owner of $f"
+		assert_eq "$(owner_on_mount "$f")" "$(id -u) $(id -g)" "mount owner of $f"
+	done
+	# chown in the sandbox's ids lands as the mapped host ids
+	expect_po "chown OK" chown m 1000 1000
+	assert_eq "$(stat -c '%u %g' "$ws/m")" "$((host_uid + 1000)) $((host_uid + 1000))"
+	assert_eq "$(owner_in_sandbox m)" "1000 1000"
+}
+
+@test "link and chown failing once with a transient error are retried" {
+	mount_sbfs -o "inject_faults=transient:link:1+transient:chown:1"
+	cd "$MNT"
+	echo x >a
+	expect_po "link OK" link a b
+	assert_eq "$(links_in_sandbox b)" 2
+	expect_po "chown OK" chown a "$(id -u)" "$(id -g)"
+	assert_eq "$(status_json | jq -r '.retries')" 2 "retries counted"
+	assert_eq "$(status_json | jq -r '.calls.link')" 2 "link attempts"
+}
