@@ -14,6 +14,9 @@
 #   backend_sandbox_destroy REC  remove a sandbox that -o keep left running
 #   backend_sandbox_exists ID    0 while the sandbox ID (e.g. one -o keep left) exists
 #   backend_sweep_opts           the -o of `sbfs sweep` that finds this backend's orphans
+#   backend_stat_has_nlink       0 if the backend's stat and listing report link counts
+#   backend_upload_keeps_inode   0 if an upload rewrites the file in place (a hard
+#                                link to it stays one file)
 #   backend_has_sandbox REC      0 if the "gone" checks can prove something
 #   backend_workspaces_left      print the host-side workspaces still there
 #                                (nothing where there are none on the host)
@@ -57,6 +60,8 @@ backend_sandbox_destroy() {
 
 backend_sandbox_exists() { [[ -d $T/root/$1 ]]; }
 backend_sweep_opts() { echo "backend=local,local_root=$T/root"; }
+backend_stat_has_nlink() { return 0; }
+backend_upload_keeps_inode() { return 0; }
 backend_has_sandbox() {
 	_local_refresh_procs "$1"
 	[[ -s $1/procs ]] || fail "no sandbox processes under daemon $(cat "$1/pid")"

@@ -122,6 +122,7 @@ close OK" open 0 w w,creat 644 write 0 hello chown w 4321 4321 close 0
 }
 
 @test "link: both names show nlink 2 and one content; unlink of one leaves 1" {
+	backend_stat_has_nlink || skip "this backend's native stat and listing carry no link count (README: Known limits)"
 	mount_sbfs
 	cd "$MNT"
 	echo one >a
@@ -151,6 +152,7 @@ two"
 }
 
 @test "link: a write through one name is read through the other" {
+	backend_upload_keeps_inode || skip "this backend's native upload replaces the file, which splits a hard link (README: Known limits)"
 	mount_sbfs
 	cd "$MNT"
 	echo old >a
