@@ -582,7 +582,7 @@ static int stage_workspace(const char *ws_path)
 {
 	if (unshare(CLONE_NEWNS) < 0)
 		return -1;
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		return -2;
 	if (mount("tmpfs", STAGE_PARENT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		  "mode=0711") < 0)
