@@ -905,6 +905,28 @@ out:
 
 /* ---- files ---- */
 
+/* A spool kept from an earlier open may hold an older copy than the one
+ * the sandbox has now (an sbexec rewrote the file): its content goes, so
+ * that neither a read nor a write through this open builds on it (a write
+ * would upload the old bytes around the new ones). The node's attributes
+ * were just made fresh by the open. */
+static void revalidate_spool(struct fs *fs, fuse_ino_t ino,
+			     struct file_state *f)
+{
+	pthread_mutex_lock(&f->lock);
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, ino);
+	struct timespec now = fs_now();
+	bool known = n && n->file == f;
+	off_t size = known ? n->st.st_size : 0;
+	struct timespec mtime = known ? n->st.st_mtim : now;
+	bool from_sandbox = known && node_attr_fresh(&fs->t, n, &now);
+	pthread_mutex_unlock(&fs->t.lock);
+	if (known)
+		file_state_revalidate(f, size, &mtime, from_sandbox);
+	pthread_mutex_unlock(&f->lock);
+}
+
 /* Attaches a handle to the node's spool, making the spool if it is the
  * first. Returns 0 or -errno; the caller replies. */
 static int open_handle(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
@@ -959,6 +981,8 @@ static int open_handle(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 		n->cached_content = false;
 	}
 	pthread_mutex_unlock(&fs->t.lock);
+	if (f && !created)
+		revalidate_spool(fs, ino, f);
 	if (f && (fi->flags & O_TRUNC) && !created) {
 		pthread_mutex_lock(&f->lock);
 		err = file_state_truncate(f, 0);

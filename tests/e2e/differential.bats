@@ -35,11 +35,6 @@ load helpers
 #                      a; sbexec mv y b), the mount still takes the name
 #                      for a directory: open(a, O_CREAT) and unlink(y) fail
 #                      with EISDIR, want success and ENOENT
-#   sbexec-empty       found here, no owner yet, loses data: the sandbox
-#                      empties a file the mount had read (sbexec sh -c
-#                      ': >"$1"' sh y), stat on the mount says 0, but
-#                      open(y, O_WRONLY) + pwrite(3 bytes at 3788) brings
-#                      the old 69592 bytes back, in the sandbox too
 #   writeback:rename   issue 18 item 3 (write-back rename/rmdir queue): a
 #                      rename over a non-empty directory failed with EACCES
 #                      (want ENOTEMPTY) after a queued upload had failed
@@ -52,7 +47,7 @@ load helpers
 #                      an fd opened O_RDONLY fails with EINVAL after the
 #                      file was unlinked (and a symlink onto its name
 #                      refused); seed 2, ~1160 calls
-DIFF_KNOWN_BROKEN=${DIFF_KNOWN_BROKEN-"dirmtime dirctime dirnlink mtime ctime link fnlink sbexec-rmdir sbexec-mv sbexec-empty writeback:rename writeback:fstat writeback:read"}
+DIFF_KNOWN_BROKEN=${DIFF_KNOWN_BROKEN-"dirmtime dirctime dirnlink mtime ctime link fnlink sbexec-rmdir sbexec-mv writeback:rename writeback:fstat writeback:read"}
 
 DIFF_SEEDS="1 2 3"
 DIFF_OPS=3000

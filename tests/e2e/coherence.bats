@@ -1,0 +1,27 @@
+#!/usr/bin/env bats
+# Coherence between the mount's caches and the sandbox (found by fsdiff,
+# see differential.bats): what the sandbox changes behind the mount's back
+# (sbexec) must win over what the mount cached, and open files must stay
+# usable through unlink and rename as on a local file system.
+
+load helpers
+
+# setup and teardown: the usual ones, from helpers.bash
+
+# guest_size NAME: the file's size as the sandbox sees it.
+guest_size() {
+	sb sh -c 'wc -c <"$1"' sh "$1" | tr -d ' '
+}
+
+@test "a write after the sandbox emptied a file does not bring the old data back" {
+	cd "$MNT"
+	head -c 69592 /dev/urandom >y
+	cat y >/dev/null # the spool is now kept as a read cache
+	sb sh -c ': >"$1"' sh y
+	assert_eq "$(stat -c %s y)" 0 "size on the mount after the sandbox emptied y"
+	printf abc | dd of=y bs=1 seek=3788 conv=notrunc status=none
+	assert_eq "$(stat -c %s y)" 3791 "size on the mount after the write"
+	assert_eq "$(guest_size y)" 3791 "size in the sandbox after the write"
+	assert_eq "$(head -c 3788 y | tr -d '\0' | wc -c)" 0 "bytes before the write are zero"
+	assert_eq "$(tail -c 3 y)" abc "written bytes"
+}
