@@ -554,6 +554,8 @@ static void reply_new_child(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	struct node *n = p ? node_child_get(&fs->t, p, name) : NULL;
 	if (p)
 		node_entries_changed(p);
+	if (p && n && S_ISDIR(mode))
+		node_subdirs_changed(p, 1);
 	if (n) {
 		record_new(fs, n, mode, size, link);
 		n->seen_mark = p->seen_mark;
@@ -738,6 +740,8 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 		n = p ? node_child(&fs->t, p, name) : NULL;
 		if (p && err == 0)
 			node_entries_changed(p);
+		if (p && err == 0 && is_dir)
+			node_subdirs_changed(p, -1);
 		if (n && (!ino || n->ino == ino))
 			node_detach(&fs->t, n);
 		pthread_mutex_unlock(&fs->t.lock);
@@ -802,6 +806,19 @@ static bool rename_pending(struct fs *fs, uint64_t nino, struct file_state *f,
 	return true;
 }
 
+/* A directory moved from p to np (over a directory there when
+ * replaced): the parents' link counts follow. Table lock held. */
+static void rename_subdir_counts(struct node *p, struct node *np,
+				 bool replaced)
+{
+	if (p && p != np)
+		node_subdirs_changed(p, -1);
+	if (np && p != np && !replaced)
+		node_subdirs_changed(np, 1);
+	if (np && p == np && replaced)
+		node_subdirs_changed(np, -1);
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
@@ -829,6 +846,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct file_state *of = old && old != n ? pin_file(fs, old) : NULL;
 	uint64_t oino = old ? old->ino : 0;
 	bool old_is_dir = old && S_ISDIR(old->st.st_mode);
+	bool moved_dir = n && old != n && S_ISDIR(n->st.st_mode);
 	/* The sandbox's copy of a directory whose files are still pending
 	 * upload may be empty: the rename would succeed there and replace
 	 * them. The kernel checks the types; emptiness is ours to know. */
@@ -882,6 +900,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			old->file->unlinked = true;
 		entries_changed(fs, parent);
 		entries_changed(fs, newparent);
+		if (moved_dir)
+			rename_subdir_counts(p, np, old_is_dir);
 		if (n && np) {
 			err = node_move(&fs->t, n, np, newname);
 			n->seen_mark = np->seen_mark;

@@ -25,3 +25,27 @@ guest_size() {
 	assert_eq "$(head -c 3788 y | tr -d '\0' | wc -c)" 0 "bytes before the write are zero"
 	assert_eq "$(tail -c 3 y)" abc "written bytes"
 }
+
+@test "a directory's link count follows the mount's mkdir, rmdir and rename of subdirectories" {
+	cd "$MNT"
+	mkdir d e
+	stat d e >/dev/null # their attributes are cached now
+	[[ $(stat -c %h d) -ge 2 ]] || skip "the sandbox's file system does not count subdirectories"
+	assert_eq "$(stat -c %h d)" 2 "empty d"
+	mkdir d/y
+	assert_eq "$(stat -c %h d)" 3 "d after mkdir d/y"
+	mkdir d/z
+	assert_eq "$(stat -c %h d)" 4 "d after mkdir d/z"
+	rmdir d/y
+	assert_eq "$(stat -c %h d)" 3 "d after rmdir d/y"
+	mv d/z e/z
+	assert_eq "$(stat -c %h d)" 2 "d after mv d/z e/z"
+	assert_eq "$(stat -c %h e)" 3 "e after mv d/z e/z"
+	mkdir d/w
+	mv e/z d/w
+	assert_eq "$(stat -c %h d)" 3 "d after mv e/z over the empty d/w"
+	assert_eq "$(stat -c %h e)" 2 "e after mv e/z over d/w"
+	mkdir d/v
+	mv d/v d/w
+	assert_eq "$(stat -c %h d)" 3 "d after mv d/v over the empty d/w"
+}

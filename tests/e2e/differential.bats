@@ -17,9 +17,6 @@ load helpers
 # DIFF_KNOWN_BROKEN= in the environment runs everything (to check a fix).
 #   dirmtime dirctime  issue 18 item 9: a directory's mtime/ctime do not
 #                      change when the mount creates/removes/renames a child
-#   dirnlink           same place as item 9: a directory's nlink is not
-#                      updated by the mount's own mkdir/rmdir/rename of a
-#                      subdirectory (root shows 2 after `mkdir y`, want 3)
 #   mtime ctime        found here, no owner yet: a file's mtime/ctime
 #                      change at a later unrelated call (chmod, open
 #                      O_EXCL) after close/fsync uploaded it: the sandbox
@@ -47,7 +44,7 @@ load helpers
 #                      an fd opened O_RDONLY fails with EINVAL after the
 #                      file was unlinked (and a symlink onto its name
 #                      refused); seed 2, ~1160 calls
-DIFF_KNOWN_BROKEN=${DIFF_KNOWN_BROKEN-"dirmtime dirctime dirnlink mtime ctime link fnlink sbexec-rmdir sbexec-mv writeback:rename writeback:fstat writeback:read"}
+DIFF_KNOWN_BROKEN=${DIFF_KNOWN_BROKEN-"dirmtime dirctime mtime ctime link fnlink sbexec-rmdir sbexec-mv writeback:rename writeback:fstat writeback:read"}
 
 DIFF_SEEDS="1 2 3"
 DIFF_OPS=3000
