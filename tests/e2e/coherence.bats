@@ -77,3 +77,4 @@ guest_size() {
 		assert_eq "$guest" "${m1%.*}" "mtime in the sandbox vs the local change"
 	fi
 }
+
