@@ -684,6 +684,22 @@ static bool known_empty(struct fs *fs, const struct node *dir,
 	return wbr_rmdir_can_queue(&v);
 }
 
+/* A file losing its last name while open lives on in its spool alone
+ * (f->unlinked): what the spool has not fetched yet must come over now,
+ * while the sandbox still has it, or a later read of the open fd has
+ * nothing to read from. f->lock held. */
+static void keep_open_content(struct fs *fs, struct file_state *f,
+			      const char *path)
+{
+	if (f->handles == 0 || f->unlinked || file_state_complete(f))
+		return;
+	int r = file_state_upload_prepare(f, fs->b, path);
+	if (r < 0)
+		sb_warn("%s: could not keep the content of the removed open "
+			"file (%s); reads of its open descriptors may fail",
+			path, strerror(-r));
+}
+
 static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 bool is_dir)
 {
@@ -721,6 +737,8 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * flight and keeps one from starting after it. */
 	if (f)
 		pthread_mutex_lock(&f->lock);
+	if (f)
+		keep_open_content(fs, f, path);
 	if (f && !f->remote_exists)
 		err = 0; /* created here and never uploaded: nothing to remove */
 	else if (!queue || wb_queue_remove(fs, path, is_dir) < 0)
@@ -880,6 +898,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* A replaced file's queued upload must not land after the rename. */
 	if (of)
 		pthread_mutex_lock(&of->lock);
+	if (of && to && !(flags & RENAME_NOREPLACE))
+		keep_open_content(fs, of, to);
 	if (from && to)
 		err = sb_rename(fs->b, from, to, flags & RENAME_NOREPLACE);
 	if (of && err == 0) {

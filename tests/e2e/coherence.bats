@@ -78,3 +78,26 @@ guest_size() {
 	fi
 }
 
+
+@test "an open file stays readable in full after its name is removed or replaced" {
+	cd "$MNT"
+	head -c 3000000 /dev/urandom >"$T/data"
+	cp "$T/data" a
+	cp "$T/data" b
+	echo other >c
+	sb true # uploaded, and the mount's cached copies of them go
+	python3 - "$T/data" <<-'PY'
+		import os, sys
+		want = open(sys.argv[1], "rb").read()
+		a = os.open("a", os.O_RDONLY)
+		b = os.open("b", os.O_RDONLY)
+		assert os.pread(a, 10, 0) == want[:10]
+		assert os.pread(b, 10, 0) == want[:10]
+		os.unlink("a")
+		os.rename("c", "b")
+		got_a = os.pread(a, 1000, 2500000)
+		got_b = os.pread(b, 1000, 2500000)
+		ok = got_a == want[2500000:2501000] and got_b == got_a
+		sys.exit(0 if ok else "the open files read back wrong after unlink/rename")
+	PY
+}
