@@ -569,6 +569,8 @@ static void reply_new_child(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	struct node *n = p ? node_child_get(&fs->t, p, name) : NULL;
 	if (p)
 		node_entries_changed(p);
+	if (p && n && S_ISDIR(mode))
+		node_subdirs_changed(p, 1);
 	if (n) {
 		record_new(fs, n, mode, size, link);
 		n->seen_mark = p->seen_mark;
@@ -803,6 +805,22 @@ static bool known_empty(struct fs *fs, const struct node *dir,
 	return wbr_rmdir_can_queue(&v);
 }
 
+/* A file losing its last name while open lives on in its spool alone
+ * (f->unlinked): what the spool has not fetched yet must come over now,
+ * while the sandbox still has it, or a later read of the open fd has
+ * nothing to read from. f->lock held. */
+static void keep_open_content(struct fs *fs, struct file_state *f,
+			      const char *path)
+{
+	if (f->handles == 0 || f->unlinked || file_state_complete(f))
+		return;
+	int r = file_state_upload_prepare(f, fs->b, path);
+	if (r < 0)
+		sb_warn("%s: could not keep the content of the removed open "
+			"file (%s); reads of its open descriptors may fail",
+			path, strerror(-r));
+}
+
 static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 bool is_dir)
 {
@@ -840,6 +858,8 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * flight and keeps one from starting after it. */
 	if (f)
 		pthread_mutex_lock(&f->lock);
+	if (f)
+		keep_open_content(fs, f, path);
 	if (f && !f->remote_exists)
 		err = 0; /* created here and never uploaded: nothing to remove */
 	else if (!queue || wb_queue_remove(fs, path, is_dir) < 0)
@@ -862,6 +882,8 @@ static void remove_child(fuse_req_t req, fuse_ino_t parent, const char *name,
 		n = p ? node_child(&fs->t, p, name) : NULL;
 		if (p && err == 0)
 			node_entries_changed(p);
+		if (p && err == 0 && is_dir)
+			node_subdirs_changed(p, -1);
 		if (n && (!ino || n->ino == ino)) {
 			linked = !is_dir && n->st.st_nlink > 1;
 			file_dev = n->guest_dev;
@@ -932,6 +954,19 @@ static bool rename_pending(struct fs *fs, uint64_t nino, struct file_state *f,
 	return true;
 }
 
+/* A directory moved from p to np (over a directory there when
+ * replaced): the parents' link counts follow. Table lock held. */
+static void rename_subdir_counts(struct node *p, struct node *np,
+				 bool replaced)
+{
+	if (p && p != np)
+		node_subdirs_changed(p, -1);
+	if (np && p != np && !replaced)
+		node_subdirs_changed(np, 1);
+	if (np && p == np && replaced)
+		node_subdirs_changed(np, -1);
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
@@ -959,6 +994,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct file_state *of = old && old != n ? pin_file(fs, old) : NULL;
 	uint64_t oino = old ? old->ino : 0;
 	bool old_is_dir = old && S_ISDIR(old->st.st_mode);
+	bool moved_dir = n && old != n && S_ISDIR(n->st.st_mode);
 	/* The sandbox's copy of a directory whose files are still pending
 	 * upload may be empty: the rename would succeed there and replace
 	 * them. The kernel checks the types; emptiness is ours to know. */
@@ -992,6 +1028,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* A replaced file's queued upload must not land after the rename. */
 	if (of)
 		pthread_mutex_lock(&of->lock);
+	if (of && to && !(flags & RENAME_NOREPLACE))
+		keep_open_content(fs, of, to);
 	if (from && to)
 		err = sb_rename(fs->b, from, to, flags & RENAME_NOREPLACE);
 	if (of && err == 0) {
@@ -1012,6 +1050,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			old->file->unlinked = true;
 		entries_changed(fs, parent);
 		entries_changed(fs, newparent);
+		if (moved_dir)
+			rename_subdir_counts(p, np, old_is_dir);
 		if (n && np) {
 			err = node_move(&fs->t, n, np, newname);
 			n->seen_mark = np->seen_mark;
@@ -1034,6 +1074,28 @@ out:
 }
 
 /* ---- files ---- */
+
+/* A spool kept from an earlier open may hold an older copy than the one
+ * the sandbox has now (an sbexec rewrote the file): its content goes, so
+ * that neither a read nor a write through this open builds on it (a write
+ * would upload the old bytes around the new ones). The node's attributes
+ * were just made fresh by the open. */
+static void revalidate_spool(struct fs *fs, fuse_ino_t ino,
+			     struct file_state *f)
+{
+	pthread_mutex_lock(&f->lock);
+	pthread_mutex_lock(&fs->t.lock);
+	struct node *n = node_by_ino(&fs->t, ino);
+	struct timespec now = fs_now();
+	bool known = n && n->file == f;
+	off_t size = known ? n->st.st_size : 0;
+	struct timespec mtime = known ? n->st.st_mtim : now;
+	bool from_sandbox = known && node_attr_fresh(&fs->t, n, &now);
+	pthread_mutex_unlock(&fs->t.lock);
+	if (known)
+		file_state_revalidate(f, size, &mtime, from_sandbox);
+	pthread_mutex_unlock(&f->lock);
+}
 
 /* Attaches a handle to the node's spool, making the spool if it is the
  * first. Returns 0 or -errno; the caller replies. */
@@ -1089,6 +1151,8 @@ static int open_handle(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 		n->cached_content = false;
 	}
 	pthread_mutex_unlock(&fs->t.lock);
+	if (f && !created)
+		revalidate_spool(fs, ino, f);
 	if (f && (fi->flags & O_TRUNC) && !created) {
 		pthread_mutex_lock(&f->lock);
 		err = file_state_truncate(f, 0);

@@ -341,6 +341,15 @@ void node_entries_changed(struct node *d)
 	d->st.st_mtim = d->st.st_ctim = now;
 }
 
+void node_subdirs_changed(struct node *d, int delta)
+{
+	/* A count below 2 means the sandbox's file system does not count
+	 * subdirectories (btrfs shows 1): nothing to keep up to date. */
+	if (d->st.st_nlink < 2 || (delta < 0 && d->st.st_nlink == 2))
+		return;
+	d->st.st_nlink += delta;
+}
+
 bool node_list_fresh(const struct node_table *t, const struct node *n,
 		     const struct timespec *now)
 {

@@ -137,6 +137,9 @@ void node_forget_attr(struct node *n);
 /* Records that the mount changed an entry of directory d now: its mtime
  * and ctime move to now, as a local file system's would. */
 void node_entries_changed(struct node *d);
+/* The mount added (delta 1) or removed (-1) a subdirectory of d: its
+ * link count follows at once, as a local file system's does. */
+void node_subdirs_changed(struct node *d, int delta);
 bool node_list_fresh(const struct node_table *t, const struct node *n,
 		     const struct timespec *now);
 

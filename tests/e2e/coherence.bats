@@ -1,0 +1,103 @@
+#!/usr/bin/env bats
+# Coherence between the mount's caches and the sandbox (found by fsdiff,
+# see differential.bats): what the sandbox changes behind the mount's back
+# (sbexec) must win over what the mount cached, and open files must stay
+# usable through unlink and rename as on a local file system.
+
+load helpers
+
+# setup and teardown: the usual ones, from helpers.bash
+
+# guest_size NAME: the file's size as the sandbox sees it.
+guest_size() {
+	sb sh -c 'wc -c <"$1"' sh "$1" | tr -d ' '
+}
+
+@test "a write after the sandbox emptied a file does not bring the old data back" {
+	cd "$MNT"
+	head -c 69592 /dev/urandom >y
+	cat y >/dev/null # the spool is now kept as a read cache
+	sb sh -c ': >"$1"' sh y
+	assert_eq "$(stat -c %s y)" 0 "size on the mount after the sandbox emptied y"
+	printf abc | dd of=y bs=1 seek=3788 conv=notrunc status=none
+	assert_eq "$(stat -c %s y)" 3791 "size on the mount after the write"
+	assert_eq "$(guest_size y)" 3791 "size in the sandbox after the write"
+	assert_eq "$(head -c 3788 y | tr -d '\0' | wc -c)" 0 "bytes before the write are zero"
+	assert_eq "$(tail -c 3 y)" abc "written bytes"
+}
+
+@test "a directory's link count follows the mount's mkdir, rmdir and rename of subdirectories" {
+	cd "$MNT"
+	mkdir d e
+	stat d e >/dev/null # their attributes are cached now
+	[[ $(stat -c %h d) -ge 2 ]] || skip "the sandbox's file system does not count subdirectories"
+	assert_eq "$(stat -c %h d)" 2 "empty d"
+	mkdir d/y
+	assert_eq "$(stat -c %h d)" 3 "d after mkdir d/y"
+	mkdir d/z
+	assert_eq "$(stat -c %h d)" 4 "d after mkdir d/z"
+	rmdir d/y
+	assert_eq "$(stat -c %h d)" 3 "d after rmdir d/y"
+	mv d/z e/z
+	assert_eq "$(stat -c %h d)" 2 "d after mv d/z e/z"
+	assert_eq "$(stat -c %h e)" 3 "e after mv d/z e/z"
+	mkdir d/w
+	mv e/z d/w
+	assert_eq "$(stat -c %h d)" 3 "d after mv e/z over the empty d/w"
+	assert_eq "$(stat -c %h e)" 2 "e after mv e/z over d/w"
+	mkdir d/v
+	mv d/v d/w
+	assert_eq "$(stat -c %h d)" 3 "d after mv d/v over the empty d/w"
+}
+
+@test "a file's mtime does not move at a chmod after its upload" {
+	cd "$MNT"
+	exec 6>f # created here; uploaded at the fsync
+	created=$(stat -c %.9Y f)
+	# the upload comes later than the file's change, by a margin any
+	# clock shows
+	poll 10 sh -c '[ "$(date +%s%N)" -gt "$1" ]' sh "$(( $(date +%s%N) + 50000000 ))"
+	python3 -c 'import os; os.fsync(6)'
+	drop_kernel_caches # the mount is asked again
+	m1=$(stat -c %.9Y f)
+	chmod 0755 f
+	m2=$(stat -c %.9Y f)
+	exec 6>&-
+	m3=$(stat -c %.9Y f)
+	assert_eq "$m1" "$created" "mtime after the fsync vs at the create"
+	assert_eq "$m2" "$m1" "mtime after the chmod"
+	assert_eq "$m3" "$m1" "mtime after the close"
+	# The backend gives the sandbox's copy the mtime of the last local
+	# change where it can in the upload itself; elsewhere the sandbox
+	# stamps its own, and the mount shows that one after a coherence
+	# point.
+	guest=$(sb stat -c %Y f)
+	assert_eq "$(stat -c %Y f)" "$guest" "mtime on the mount vs in the sandbox"
+	if backend_upload_keeps_mtime; then
+		assert_eq "$guest" "${m1%.*}" "mtime in the sandbox vs the local change"
+	fi
+}
+
+
+@test "an open file stays readable in full after its name is removed or replaced" {
+	cd "$MNT"
+	head -c 3000000 /dev/urandom >"$T/data"
+	cp "$T/data" a
+	cp "$T/data" b
+	echo other >c
+	sb true # uploaded, and the mount's cached copies of them go
+	python3 - "$T/data" <<-'PY'
+		import os, sys
+		want = open(sys.argv[1], "rb").read()
+		a = os.open("a", os.O_RDONLY)
+		b = os.open("b", os.O_RDONLY)
+		assert os.pread(a, 10, 0) == want[:10]
+		assert os.pread(b, 10, 0) == want[:10]
+		os.unlink("a")
+		os.rename("c", "b")
+		got_a = os.pread(a, 1000, 2500000)
+		got_b = os.pread(b, 1000, 2500000)
+		ok = got_a == want[2500000:2501000] and got_b == got_a
+		sys.exit(0 if ok else "the open files read back wrong after unlink/rename")
+	PY
+}
