@@ -459,15 +459,24 @@ int local_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid)
 		 fchownat(lc.dirfd, lc.name, huid, hgid, AT_SYMLINK_NOFOLLOW));
 }
 
+/* Both ends of a two-path call (link, rename): 0 with both located, or
+ * the first error with neither held. */
+static int locate_pair(struct sb_backend *b, const char *from, const char *to,
+		       struct loc *a, struct loc *c)
+{
+	int rc = locate(b, from, a);
+	if (rc == 0) {
+		rc = locate(b, to, c);
+		if (rc < 0)
+			close(a->dirfd);
+	}
+	return rc;
+}
+
 int local_link(struct sb_backend *b, const char *from, const char *to)
 {
 	struct loc a, c;
-	int rc = locate(b, from, &a);
-	if (rc == 0) {
-		rc = locate(b, to, &c);
-		if (rc < 0)
-			close(a.dirfd);
-	}
+	int rc = locate_pair(b, from, to, &a, &c);
 	if (rc == -ELOOP)
 		return shell_hardlink(b, from, to);
 	if (rc < 0)
@@ -529,12 +538,7 @@ int local_rename(struct sb_backend *b, const char *from, const char *to,
 		 bool noreplace)
 {
 	struct loc a, c;
-	int rc = locate(b, from, &a);
-	if (rc == 0) {
-		rc = locate(b, to, &c);
-		if (rc < 0)
-			close(a.dirfd);
-	}
+	int rc = locate_pair(b, from, to, &a, &c);
 	if (rc == -ELOOP)
 		return shell_rename(b, from, to, noreplace);
 	if (rc < 0)

@@ -70,12 +70,15 @@ install_package() {
 		test -x /usr/bin/sbfs && man -w sbfs && man -w sbexec
 }
 
+# The package's binaries, not a source install's in /usr/local/bin.
+PKG_PATH=/usr/bin:/bin:/usr/sbin:/sbin
+
 run_smoke() {
-	AUTOPKGTEST_TMP=$WORK "$WORK/src/sbfs-0/debian/tests/smoke"
+	PATH=$PKG_PATH AUTOPKGTEST_TMP=$WORK "$WORK/src/sbfs-0/debian/tests/smoke"
 }
 
 run_completion_tests() {
-	SBFS_COMPLETION_BASH=/usr/share/bash-completion/completions/sbfs \
+	PATH=$PKG_PATH SBFS_COMPLETION_BASH=/usr/share/bash-completion/completions/sbfs \
 	SBFS_COMPLETION_ZSH_DIR=/usr/share/zsh/vendor-completions \
 		"$WORK/src/sbfs-0/completion/test-completion.sh"
 }
