@@ -132,6 +132,30 @@ static void remove_tree(const char *dir)
 	nftw(dir, remove_entry, 16, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
 }
 
+/* In a mapped user namespace bwrap is no host user that may walk the path
+ * to the workspace (a 0700 parent of root's, as a test's temp dir), so the
+ * workspace is bound under STAGE_ROOT, which anyone may pass through, and
+ * bwrap binds it from there. The bind is in the host's mount table, not in
+ * a mount namespace of ours: the host's mounts may be private (no
+ * propagation), and a copy of its table kept alive by a sandbox would hold
+ * every other FUSE mount of that moment after its unmount, so that its
+ * daemon never sees the end of its session. */
+#define STAGE_ROOT "/run/sbfs-ws"
+
+static void stage_path(char *out, size_t len, const char *host_dir)
+{
+	const char *base = strrchr(host_dir, '/');
+	/* a workspace is named sbfs-ID: one path component */
+	snprintf(out, len, "%s/%.255s", STAGE_ROOT, base ? base + 1 : host_dir);
+}
+
+/* A stage left by a daemon that was killed, or ours at the end. */
+static void unstage_path(const char *stage_dir)
+{
+	umount2(stage_dir, MNT_DETACH);
+	rmdir(stage_dir);
+}
+
 /* ---- owner markers: `sbfs sweep` finds workspaces of dead daemons ---- */
 
 /* The start time (clock ticks since boot) tells a live daemon from a new
@@ -259,7 +283,10 @@ static int local_sweep(const struct sb_spec *spec)
 		if (owner_alive(owner))
 			continue;
 		if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && workspace_ours(&st, &ids)) {
-			local_disk_remove(dir); /* a killed daemon leaves its mount */
+			char stage[4200];
+			stage_path(stage, sizeof stage, dir);
+			unstage_path(stage); /* a killed daemon leaves its mounts */
+			local_disk_remove(dir);
 			remove_tree(dir);
 		}
 		unlink(owner);
@@ -562,47 +589,46 @@ static void add_namespace_args(struct strv *a, const struct local *l)
 	strv_add(a, "--unshare-cgroup-try");
 }
 
-/* In a mapped user namespace bwrap is no host user that may walk the path
- * to the workspace (a 0700 parent of root's, as a test's temp dir): the
- * child binds it first, as root, at STAGE_DIR on a private tmpfs in a
- * mount namespace of its own, and bwrap binds it from there. */
-#define STAGE_PARENT "/run"
-#define STAGE_DIR STAGE_PARENT "/sbfs-workspace"
+static int stage_workspace(struct sb_backend *b, struct local *l)
+{
+	if (l->userns_fd < 0 || l->staged)
+		return 0;
+	stage_path(l->stage_dir, sizeof l->stage_dir, l->host_dir);
+	if ((mkdir(STAGE_ROOT, 0711) < 0 && errno != EEXIST) ||
+	    (mkdir(l->stage_dir, 0700) < 0 && errno != EEXIST) ||
+	    mount(l->host_dir, l->stage_dir, NULL, MS_BIND, NULL) < 0) {
+		int e = errno;
+		rmdir(l->stage_dir);
+		set_error(b, "cannot bind the workspace at %s for the sandbox's ids: %s",
+			  l->stage_dir, strerror(e));
+		return -e;
+	}
+	l->staged = true;
+	return 0;
+}
+
+static void unstage_workspace(struct local *l)
+{
+	if (!l->staged)
+		return;
+	unstage_path(l->stage_dir);
+	l->staged = false;
+}
+
 static void add_workspace_bind(struct strv *a, const struct local *l,
 			       const char *workdir)
 {
 	strv_add(a, "--bind");
-	strv_add(a, l->userns_fd >= 0 ? STAGE_DIR : l->host_dir);
+	strv_add(a, l->staged ? l->stage_dir : l->host_dir);
 	strv_add(a, workdir);
-}
-
-/* In the forked child: the staged workspace. async-signal-safe. */
-/* (an fd of ours would be of the old mount namespace: EINVAL) */
-static int stage_workspace(const char *ws_path)
-{
-	if (unshare(CLONE_NEWNS) < 0)
-		return -1;
-	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
-		return -2;
-	if (mount("tmpfs", STAGE_PARENT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  "mode=0711") < 0)
-		return -3;
-	if (mkdir(STAGE_DIR, 0700) < 0)
-		return -4;
-	if (mount(ws_path, STAGE_DIR, NULL, MS_BIND, NULL) < 0)
-		return -5;
-	return 0;
 }
 
 /* In the forked child, before bwrap: become the mapped namespace's root
  * (host id uid_base, no capability outside it). async-signal-safe. */
-static int enter_userns(const struct local *l, const char *ws_path)
+static int enter_userns(const struct local *l)
 {
 	if (l->userns_fd < 0)
 		return 0;
-	int rc = stage_workspace(ws_path);
-	if (rc < 0)
-		return rc;
 	if (setns(l->userns_fd, CLONE_NEWUSER) < 0)
 		return -6;
 	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 ||
@@ -616,7 +642,7 @@ static int enter_userns(const struct local *l, const char *ws_path)
  * that thread must live as long as the sandbox (the daemon creates it from
  * its main thread). Also what makes a kill -9 of the daemon take the
  * sandbox with it. */
-static int spawn_bwrap(struct sb_backend *b, struct local *l)
+static int start_bwrap(struct sb_backend *b, struct local *l)
 {
 	char bwrap[256];
 	if (!find_tool("bwrap", bwrap, sizeof(bwrap))) {
@@ -679,7 +705,7 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 	if (pid == 0) {
 		/* async-signal-safe only from here */
 		setsid();
-		int step = enter_userns(l, l->host_dir);
+		int step = enter_userns(l);
 		if (step < 0) {
 			/* one line for b->error: which step, and errno */
 			int e = errno;
@@ -741,6 +767,17 @@ static int spawn_bwrap(struct sb_backend *b, struct local *l)
 	return rc;
 }
 
+/* bwrap started on the workspace, staged first where it must be. */
+static int spawn_bwrap(struct sb_backend *b, struct local *l)
+{
+	int rc = stage_workspace(b, l);
+	if (rc == 0)
+		rc = start_bwrap(b, l);
+	if (rc < 0)
+		unstage_workspace(l);
+	return rc;
+}
+
 /* ---- lifecycle ---- */
 
 /* Removes a workspace we made: its image (if any), its tree, its marker.
@@ -772,6 +809,7 @@ static void stop_sandbox(struct local *l)
 		waitpid(l->bwrap_pid, NULL, 0);
 	}
 	l->bwrap_pid = 0;
+	unstage_workspace(l);
 }
 
 static int local_create(struct sb_backend *b, const struct sb_spec *spec)

@@ -24,6 +24,8 @@ struct local {
 	bool stopping;        /* we are killing it: its exit is not a failure */
 	struct id_map ids;    /* sandbox ids <-> host ids (identity unless root) */
 	int userns_fd;        /* the mapped user namespace, or -1 */
+	char stage_dir[4200]; /* host_dir bound where the mapped ids may reach it */
+	bool staged;          /* stage_dir is mounted, by us */
 };
 
 /* local_exec.c */
