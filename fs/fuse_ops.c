@@ -753,6 +753,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct node *p = node_by_ino(&fs->t, newparent);
 	struct node *n = p ? node_child_get(&fs->t, p, newname) : NULL;
 	struct node *old = node_by_ino(&fs->t, ino);
+	if (p)
+		node_entries_changed(p); /* a new name: its mtime and ctime */
 	if (n) {
 		struct stat copy = st;
 		record_attr(fs, n, &st, target);
