@@ -7,7 +7,8 @@
 # end in '='.
 _sbfs_option_names="backend= image= workdir= env= network block_network
 allow_egress_to= cpu= memory= sandbox_timeout= idle_timeout= tag= keep
-attach= attr_timeout= dir_timeout= writeback spool_dir= call_timeout= log=
+attach= disk= idmap= attr_timeout= dir_timeout= writeback spool_dir= max_nodes=
+call_timeout= log=
 local_root= docker_host= pull pids= app= gpu= region= cloud=
 egress_enforcement= shell_ops inject_latency_ms= inject_faults="
 
@@ -69,6 +70,7 @@ _sbfs_complete_option_list()
         backend) words=$(_sbfs_backends) ;;
         image) words=$(_sbfs_images) ;;
         egress_enforcement) words=sni ;;
+        idmap) words=$'user\nnone' ;;
         workdir) words="/workspace" ;;
         spool_dir | local_root | log)
             local IFS=$'\n'
