@@ -767,14 +767,16 @@ static int start_bwrap(struct sb_backend *b, struct local *l)
 	return rc;
 }
 
-/* bwrap started on the workspace, staged first where it must be. */
+/* bwrap started on the workspace, staged first where it must be. Once
+ * the sandbox is up its mount namespace holds its own bind, so the stage
+ * goes at once: nothing is left in the host's table, even after a kill -9
+ * of the daemon. */
 static int spawn_bwrap(struct sb_backend *b, struct local *l)
 {
 	int rc = stage_workspace(b, l);
 	if (rc == 0)
 		rc = start_bwrap(b, l);
-	if (rc < 0)
-		unstage_workspace(l);
+	unstage_workspace(l);
 	return rc;
 }
 

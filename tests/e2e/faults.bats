@@ -84,6 +84,11 @@ state_is_dead() {
 	assert_eq "$(status_field '.state')" running
 }
 
+# pending_is PATH: the first pending upload is PATH.
+pending_is() {
+	[[ $(status_field '.pending_uploads[0].path') == "$1" ]]
+}
+
 @test "transient write failures that last: bounded retries, close() fails, data kept and named, sbfs sync lands it" {
 	writeback_mode && skip "write-back uploads in batches from workers; writeback.bats checks failures reported at sync"
 	# attempts 1-4 (close) and 5-8 (last release) fail; the 9th succeeds
@@ -91,8 +96,9 @@ state_is_dead() {
 	run cp "$T/src" "$MNT/f"
 	assert_status 1
 	poll 20 write_errors_at_least 8 || fail "the release's upload was not tried"
+	# its failure is recorded just after its last attempt is counted
+	poll 20 pending_is /f || fail "no pending upload named /f: $(status_field '.pending_uploads')"
 	assert_eq "$(status_field '.retries')" 6
-	assert_eq "$(status_field '.pending_uploads[0].path')" /f
 	[[ -n $(status_field '.pending_uploads[0].error // empty') ]] || fail "no error named in status"
 	assert_eq "$(status_field '.pending_uploads[0].bytes')" "$(stat -c %s "$T/src")"
 	run sbfs status "$MNT"

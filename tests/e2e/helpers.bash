@@ -77,14 +77,11 @@ poll() {
 }
 
 # is_mounted PATH: PATH is a mountpoint in our mount table (works even
-# when the filesystem behind it is dead and stat would fail). Our paths
-# are plain (sbfs_setup), so mountinfo's escapes never apply.
+# when the filesystem behind it is dead and stat would fail). One read of
+# the whole table (awk): a shell loop's line-by-line reads can skip lines
+# of /proc/self/mountinfo while other tests mount and unmount.
 is_mounted() {
-	local _a _b _c _d mp _rest
-	while read -r _a _b _c _d mp _rest; do
-		[[ $mp == "$1" ]] && return 0
-	done </proc/self/mountinfo
-	return 1
+	awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo
 }
 
 not_mounted() { ! is_mounted "$1"; }
@@ -503,7 +500,7 @@ sbfs_teardown() {
 		done
 	fi
 	# Leave no mount under $T, whatever happened, before deleting it.
-	if grep -qF " $T/" /proc/self/mountinfo; then
+	if awk -v t="$T/" 'index($5, t) == 1 { f = 1 } END { exit !f }' /proc/self/mountinfo; then
 		echo "teardown: stray mounts under $T" >&2
 		forced=1
 		awk -v t="$T/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo |

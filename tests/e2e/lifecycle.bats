@@ -245,10 +245,12 @@ sweep_spares() {
 	[ -n "$(jq -r '.reason // empty' <<<"$st")" ] || fail "status gives no reason: $st"
 }
 
-@test "sandbox_timeout=2: afterwards the sandbox is gone and operations fail with EIO" {
-	mount_sbfs -o sandbox_timeout=2
+# The lifetime must outlast the mount itself, which a loaded machine can
+# take seconds to finish (a 2 s lifetime sometimes ended first).
+@test "sandbox_timeout=10: afterwards the sandbox is gone and operations fail with EIO" {
+	mount_sbfs -o sandbox_timeout=10
 	has_sandbox_procs
-	poll 20 eio_on_new_dir || fail "no EIO within 20s of a 2s sandbox lifetime"
+	poll 40 eio_on_new_dir || fail "no EIO within 40s of a 10s sandbox lifetime"
 	run timeout 30 sbexec -m "$MNT" true
 	assert_status 125
 	poll 15 procs_gone "$SBFS_REC/procs" || fail "sandbox processes still running after its lifetime"
