@@ -700,22 +700,6 @@ static int confirm_batch_alive(struct sb_backend *b, struct sb_upload *v,
 	return alive;
 }
 
-int sb_write_file_keep(struct sb_backend *b, const char *path, int fd,
-		       off_t size, mode_t mode, const struct timespec *mtime,
-		       bool *mtime_set)
-{
-	*mtime_set = false;
-	if (!USE_NATIVE(b, write_files) || !b->ops->write_files_keeps_mtime)
-		return sb_write_file(b, path, fd, size, mode);
-	struct sb_upload one = {.path = path, .fd = fd, .size = size,
-				.mode = mode, .mtime = *mtime};
-	int rc = sb_write_files(b, &one, 1);
-	if (rc == 0)
-		rc = one.rc;
-	*mtime_set = rc == 0 && one.mtime_set;
-	return rc;
-}
-
 int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 {
 	if (n == 0)

@@ -171,10 +171,6 @@ struct sb_backend_ops {
 	 * returns 0 if all succeeded, else the first error. May be NULL: the
 	 * dispatcher then loops over write_file. */
 	int (*write_files)(struct sb_backend *b, struct sb_upload *v, size_t n);
-	/* write_files gives every file the mtime asked for, exactly and at no
-	 * extra cost: a single upload then goes through it too, so the file
-	 * keeps the mtime of its last local write (sb_write_file_keep). */
-	bool write_files_keeps_mtime;
 
 	/* Batch remove (write-back mode): every v[i], in order, as remove
 	 * would; sets each v[i].rc and goes on after a failure. Returns 0, or
@@ -335,12 +331,6 @@ int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
 /* Uploads many files as one counted write call (backend.c, "batch
  * upload"): the native write_files slot, or a loop over write_file. */
 int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n);
-/* sb_write_file, giving the file mtime where the backend can do so in
- * the same call (write_files_keeps_mtime); *mtime_set says whether it
- * did. Otherwise the sandbox stamps its own. */
-int sb_write_file_keep(struct sb_backend *b, const char *path, int fd,
-		       off_t size, mode_t mode, const struct timespec *mtime,
-		       bool *mtime_set);
 int sb_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out);
 int sb_stat(struct sb_backend *b, const char *path, struct stat *st,
 	    char **link_target);

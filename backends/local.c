@@ -927,7 +927,6 @@ const struct sb_backend_ops sb_local_ops = {
 	.release = local_release,
 	.write_file = local_write_file,
 	.write_files = local_write_files,
-	.write_files_keeps_mtime = true,
 	.list_dir = local_list_dir,
 	.stat = local_stat,
 	.mkdir = local_mkdir,

@@ -495,16 +495,14 @@ bool file_state_complete(const struct file_state *f)
 }
 
 int file_state_upload(struct file_state *f, struct sb_backend *b,
-		      const char *guest_path, bool *mtime_kept)
+		      const char *guest_path)
 {
-	*mtime_kept = false;
 	if (!f->dirty || f->unlinked)
 		return 0;
 	int r = file_state_upload_prepare(f, b, guest_path);
 	if (r < 0)
 		return r;
-	r = sb_write_file_keep(b, guest_path, f->fd, f->size, f->mode,
-			       &f->mtime, mtime_kept);
+	r = sb_write_file(b, guest_path, f->fd, f->size, f->mode);
 	file_state_upload_done(f, r);
 	return r;
 }

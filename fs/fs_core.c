@@ -130,34 +130,23 @@ int fs_upload_locked(struct fs *fs, struct node *n, struct file_state *f,
 {
 	if (!f->dirty || f->unlinked)
 		return 0;
-	bool mtime_kept;
-	int r = file_state_upload(f, fs->b, guest_path, &mtime_kept);
+	int r = file_state_upload(f, fs->b, guest_path);
 	if (r < 0) {
 		sb_warn("upload of %s failed: %s (kept locally; retried at the "
 			"next sync, sbexec or unmount)", guest_path, strerror(-r));
 		return r;
 	}
 	/* The node shows the uploaded size before the spool stops being
-	 * authoritative, so no lookup sees the old size in between. Where
-	 * the backend gave the sandbox's copy our mtime (that of the last
-	 * write, as a local file system keeps it), what we show stays
-	 * cached: the mtime does not move at an upload the user did not
-	 * ask for. Otherwise the sandbox gave the file its own mtime: the
-	 * attributes are recorded already expired, and the next stat shows
-	 * that one from then on (an editor compares mtimes across its reads
-	 * and writes). */
+	 * authoritative, so no lookup sees the old size in between. The
+	 * attributes are recorded already expired: the sandbox gave the file
+	 * its own mtime, and the next stat shows that one from then on (an
+	 * editor compares mtimes across its reads and writes). */
 	wb_forget(fs, f);
 	pthread_mutex_lock(&fs->t.lock);
 	struct stat st;
 	fs_node_stat(n, &st);
-	struct timespec exp = mtime_kept ? fs_expiry(fs->cfg.attr_timeout)
-					 : fs_now();
-	node_set_attr(&fs->t, n, &st, NULL, &exp);
-	if (mtime_kept) {
-		f->remote_mtime = f->mtime;
-		f->identity_known = true;
-		f->adoptable = false;
-	}
+	struct timespec now = fs_now();
+	node_set_attr(&fs->t, n, &st, NULL, &now);
 	f->dirty = false;
 	pthread_mutex_unlock(&fs->t.lock);
 	return 0;

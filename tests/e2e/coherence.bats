@@ -50,35 +50,6 @@ guest_size() {
 	assert_eq "$(stat -c %h d)" 3 "d after mv d/v over the empty d/w"
 }
 
-@test "a file's mtime does not move at a chmod after its upload" {
-	cd "$MNT"
-	exec 6>f # created here; uploaded at the fsync
-	created=$(stat -c %.9Y f)
-	# the upload comes later than the file's change, by a margin any
-	# clock shows
-	poll 10 sh -c '[ "$(date +%s%N)" -gt "$1" ]' sh "$(( $(date +%s%N) + 50000000 ))"
-	python3 -c 'import os; os.fsync(6)'
-	drop_kernel_caches # the mount is asked again
-	m1=$(stat -c %.9Y f)
-	chmod 0755 f
-	m2=$(stat -c %.9Y f)
-	exec 6>&-
-	m3=$(stat -c %.9Y f)
-	assert_eq "$m1" "$created" "mtime after the fsync vs at the create"
-	assert_eq "$m2" "$m1" "mtime after the chmod"
-	assert_eq "$m3" "$m1" "mtime after the close"
-	# The backend gives the sandbox's copy the mtime of the last local
-	# change where it can in the upload itself; elsewhere the sandbox
-	# stamps its own, and the mount shows that one after a coherence
-	# point.
-	guest=$(sb stat -c %Y f)
-	assert_eq "$(stat -c %Y f)" "$guest" "mtime on the mount vs in the sandbox"
-	if backend_upload_keeps_mtime; then
-		assert_eq "$guest" "${m1%.*}" "mtime in the sandbox vs the local change"
-	fi
-}
-
-
 @test "an open file stays readable in full after its name is removed or replaced" {
 	cd "$MNT"
 	head -c 3000000 /dev/urandom >"$T/data"
