@@ -250,7 +250,7 @@ int docker_write_file(struct sb_backend *b, const char *path, int fd,
 	 * directory: a path the sandbox allows can be too long there (it then
 	 * answers 404 even for the directory the shell just made, or an error
 	 * of its own). The sandbox's own tools decide instead. */
-	if (!e || e == -ENAMETOOLONG) {
+	if (e == -ENAMETOOLONG || (status == 404 && made_dir)) {
 		sb_debug("docker: upload refused by the engine (HTTP %ld%s%s), "
 			 "writing through the shell: %s", status,
 			 made_dir ? ", after making its directory: " : ": ", msg, path);

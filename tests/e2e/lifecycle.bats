@@ -47,8 +47,12 @@ kept_sandbox_exists() {
 sweep_spares() {
 	run timeout 120 sbfs sweep -o "$(backend_sweep_opts)"
 	assert_status 0
-	[[ $output != *"$1"*removed* && $output != *"removed"*"$1"* && $output != *"$1: terminated"* ]] ||
-		fail "sweep removed the kept sandbox $1: $output" || return 1
+	# line by line: other tests' orphans may be removed in the same sweep
+	local line
+	while IFS= read -r line; do
+		[[ $line == *"$1"*removed* || $line == *removed*"$1"* || $line == *"$1: terminated"* ]] &&
+			{ fail "sweep removed the kept sandbox $1: $output"; return 1; }
+	done <<<"$output"
 	kept_sandbox_exists "$1" || fail "the kept sandbox $1 is gone after sweep: $output"
 }
 
