@@ -536,6 +536,23 @@ assert_output_has() {
 	return 1
 }
 
+# po ARGS...: tests/tools/posixop, one system call per step, each call's
+# result or exact errno name a line (run in the current directory).
+po() {
+	local tool=$SBFS_BUILD/tests/tools/posixop
+	[[ -x $tool ]] || fail "no posixop helper at $tool (build first)" || return 1
+	"$tool" "$@"
+}
+
+# expect_po WANT ARGS...: posixop's whole output, one line per call.
+expect_po() {
+	local want=$1 got
+	shift
+	got=$(po "$@") || fail "posixop $* exited $?" || return 1
+	assert_eq "$got" "$want" "posixop $*" || return 1
+	tally "POSIX syscall results checked (errno exact)" "$(wc -l <<<"$want")"
+}
+
 # sb: sbexec on the current mount, wherever the shell is.
 sb() {
 	sbexec -m "$MNT" "$@"

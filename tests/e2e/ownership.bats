@@ -11,25 +11,11 @@ WS=/workspace
 
 setup() {
 	sbfs_setup
-	POSIXOP=$SBFS_BUILD/tests/tools/posixop
-	[[ -x $POSIXOP ]] || fail "no posixop helper at $POSIXOP (build first)"
 }
 
 teardown() {
 	[[ -f ${T:-/nonexistent}/opt-dir ]] && rm -rf -- "$(cat "$T/opt-dir")"
 	sbfs_teardown
-}
-
-po() {
-	"$POSIXOP" "$@"
-}
-
-# expect_po WANT ARGS...: posixop's whole output, one line per call.
-expect_po() {
-	local want=$1 got
-	shift
-	got=$(po "$@") || fail "posixop $* exited $?" || return 1
-	assert_eq "$got" "$want" "posixop $*"
 }
 
 # owner_on_mount PATH / owner_in_sandbox PATH: "UID GID" of PATH itself.

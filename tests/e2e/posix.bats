@@ -10,28 +10,12 @@ WS=/workspace
 
 setup() {
 	sbfs_setup
-	POSIXOP=$SBFS_BUILD/tests/tools/posixop
-	[[ -x $POSIXOP ]] || fail "no posixop helper at $POSIXOP (build first)"
 	mount_sbfs
 	cd "$MNT"
 }
 
 teardown() {
 	sbfs_teardown
-}
-
-# po ARGS...: run posixop in the mount root; its output is the results.
-po() {
-	"$POSIXOP" "$@"
-}
-
-# expect_po WANT ARGS...: run posixop and compare its whole output.
-expect_po() {
-	local want=$1 got
-	shift
-	got=$(po "$@") || fail "posixop $* exited $?" || return 1
-	assert_eq "$got" "$want" "posixop $*" || return 1
-	tally "POSIX syscall results checked (errno exact)" "$(wc -l <<<"$want")"
 }
 
 # po_start ARGS...: run posixop in the background; every `wait` in ARGS

@@ -1022,18 +1022,6 @@ static void disable(const char *list)
 	free(copy);
 }
 
-static long long number(const char *s, const char *what)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < 0) {
-		fprintf(stderr, "fsdiff: %s must be a number >= 0, not '%s'\n", what, s);
-		exit(2);
-	}
-	return v;
-}
-
 static void open_tree(struct tree *tr, const char *label, const char *path)
 {
 	tr->label = label;
@@ -1076,10 +1064,10 @@ int main(int argc, char **argv)
 	int o;
 	while ((o = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (o) {
-		case 's': seed = (uint64_t)number(optarg, "--seed"); break;
-		case 'n': ops = (long)number(optarg, "--ops"); break;
+		case 's': seed = (uint64_t)tool_number("fsdiff", optarg, "--seed"); break;
+		case 'n': ops = (long)tool_number("fsdiff", optarg, "--ops"); break;
 		case 'L': long_mode = true; break;
-		case 't': seconds = (double)number(optarg, "--seconds"); break;
+		case 't': seconds = (double)tool_number("fsdiff", optarg, "--seconds"); break;
 		case 'x': disable(optarg); break;
 		case 'D': dropper.cmd = optarg; dropper.enabled = 1; break;
 		case 'P': dropper.enabled = 1; break;
@@ -1100,9 +1088,9 @@ int main(int argc, char **argv)
 		case 'p': {
 			if (argc - optind != 2)
 				usage("--pattern takes START LEN");
-			size_t len = (size_t)number(argv[optind + 1], "LEN");
+			size_t len = (size_t)tool_number("fsdiff", argv[optind + 1], "LEN");
 			char *buf = malloc(len + 1);
-			pattern_fill(buf, len, (unsigned)number(argv[optind], "START"));
+			pattern_fill(buf, len, (unsigned)tool_number("fsdiff", argv[optind], "START"));
 			fwrite(buf, 1, len, stdout);
 			return 0;
 		}

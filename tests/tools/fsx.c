@@ -256,18 +256,6 @@ static void usage(const char *why)
 	exit(2);
 }
 
-static long long number(const char *s, const char *what)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < 0) {
-		fprintf(stderr, "fsx: %s must be a number >= 0, not '%s'\n", what, s);
-		exit(2);
-	}
-	return v;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -283,12 +271,12 @@ int main(int argc, char **argv)
 	int o;
 	while ((o = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (o) {
-		case 's': seed = (uint64_t)number(optarg, "--seed"); break;
-		case 'n': ops = (long)number(optarg, "--ops"); break;
+		case 's': seed = (uint64_t)tool_number("fsx", optarg, "--seed"); break;
+		case 'n': ops = (long)tool_number("fsx", optarg, "--ops"); break;
 		case 'L': long_mode = true; break;
-		case 't': seconds = (double)number(optarg, "--seconds"); break;
-		case 'z': max_size = (size_t)number(optarg, "--size"); break;
-		case 'r': reopen_every = (long)number(optarg, "--reopen"); break;
+		case 't': seconds = (double)tool_number("fsx", optarg, "--seconds"); break;
+		case 'z': max_size = (size_t)tool_number("fsx", optarg, "--size"); break;
+		case 'r': reopen_every = (long)tool_number("fsx", optarg, "--reopen"); break;
 		case 'D': dropper.cmd = optarg; dropper.enabled = 1; break;
 		case 'P': dropper.enabled = 1; break;
 		case 'M': use_mmap = false; break;

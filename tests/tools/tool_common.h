@@ -90,4 +90,19 @@ static inline int drop_caches(struct cache_dropper *d, const char *tool)
 	return 0;
 }
 
+/* An option's value: a whole number >= 0, or one line from PROG and exit
+ * 2 (a usage error). */
+static inline long long tool_number(const char *prog, const char *s,
+				    const char *what)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < 0) {
+		fprintf(stderr, "%s: %s must be a number >= 0, not '%s'\n", prog, what, s);
+		exit(2);
+	}
+	return v;
+}
+
 #endif
