@@ -220,7 +220,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (n && fs_attr_fresh(fs, n, &now)) {
 		/* cached */
 	} else if (node_list_fresh(&fs->t, p, &now) &&
-		   (!n || n->seen_mark != p->seen_mark)) {
+		   (!n || n->seen_mark != p->list_mark)) {
 		err = -ENOENT; /* the fresh listing does not name it */
 	} else if (lookups_scan(fs, p, &now)) {
 		/* One listing answers the next names asked too. */
@@ -232,7 +232,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			/* The directory keeps changing: ask for this name. */
 			err = 0;
 			n = refresh_attr(fs, p, name, node_child(&fs->t, p, name), &err);
-		} else if (err == 0 && (!n || !p || n->seen_mark != p->seen_mark)) {
+		} else if (err == 0 && (!n || !p || n->seen_mark != p->list_mark)) {
 			err = -ENOENT;
 		}
 	} else {
@@ -573,7 +573,7 @@ static void reply_new_child(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 		node_subdirs_changed(p, 1);
 	if (n) {
 		record_new(fs, n, mode, size, link);
-		n->seen_mark = p->seen_mark;
+		n->seen_mark = p->list_mark;
 		if (S_ISDIR(mode)) {
 			/* A new directory is empty: lookups inside it need
 			 * no round trip. */
@@ -760,7 +760,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		record_attr(fs, n, &st, target);
 		if (old && old != n)
 			record_attr(fs, old, &copy, target);
-		n->seen_mark = p->seen_mark;
+		n->seen_mark = p->list_mark;
 		n->nlookup++;
 		fill_entry(fs, n, &e);
 	} else {
@@ -939,7 +939,7 @@ static bool rename_pending(struct fs *fs, uint64_t nino, struct file_state *f,
 	} else {
 		struct node *from = n->parent;
 		*err = node_move(&fs->t, n, np, newname);
-		n->seen_mark = np->seen_mark;
+		n->seen_mark = np->list_mark;
 		rel = node_path(n);
 		if (from)
 			node_entries_changed(from);
@@ -1056,7 +1056,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			rename_subdir_counts(p, np, old_is_dir);
 		if (n && np) {
 			err = node_move(&fs->t, n, np, newname);
-			n->seen_mark = np->seen_mark;
+			n->seen_mark = np->list_mark;
 			/* A rename changes the node's ctime only; the times
 			 * are the call's, as the parents' are. */
 			n->st.st_ctim = np->st.st_ctim;
@@ -1221,7 +1221,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (err == 0) {
 		record_new(fs, n, S_IFREG | (mode & 07777), 0, NULL);
 		node_entries_changed(p);
-		n->seen_mark = p->seen_mark;
+		n->seen_mark = p->list_mark;
 		n->nlookup++;
 	}
 	uint64_t ino = n ? n->ino : 0;
@@ -1451,7 +1451,7 @@ static void apply_listing(struct fs *fs, struct node *p,
 			  const struct sb_dirlist *list,
 			  const struct listing_start *before)
 {
-	uint64_t mark = ++p->seen_mark;
+	uint64_t mark = ++p->list_mark;
 	struct timespec exp = fs_expiry(fs->cfg.attr_timeout);
 	p->list_gen = before->gen;
 	p->list_exec_mark = before->exec_mark;

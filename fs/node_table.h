@@ -61,7 +61,10 @@ struct node {
 	off_t cached_size;
 	bool cached_content;
 
-	uint64_t seen_mark;        /* last listing that named this node */
+	/* Two counters, never one: a directory is both a child named by
+	 * its parent's listings and the parent of its own. */
+	uint64_t seen_mark;        /* the parent's listing that last named this node */
+	uint64_t list_mark;        /* this directory's latest listing */
 	size_t list_entries;       /* size of the last listing */
 	unsigned remote_lookups;   /* lookups here that asked the sandbox... */
 	struct timespec remote_lookups_expire; /* ...counted until then */

@@ -19,6 +19,12 @@ teardown() {
 	if [[ -n ${T:-} && -f $T/planted ]]; then
 		while read -r f; do rm -f -- "$f"; done <"$T/planted"
 	fi
+	if [[ -n ${T:-} && -f $T/.user-dir ]]; then
+		local u
+		u=$(cat "$T/.user-dir")
+		awk -v m="$u/mnt" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo && fusermount3 -u -z "$u/mnt"
+		rm -rf -- "$u"
+	fi
 	sbfs_teardown
 }
 
@@ -228,6 +234,10 @@ never_shows() {
 	echo ok >"$MNT/after"
 	assert_eq "$(sb cat "$WS/after")" ok
 	assert_eq "$(cat "$MNT/after")" ok
+	# what this test is about ends here; removing 262,145 files from the
+	# host at unmount takes a sanitizer build longer than teardown waits
+	run timeout 170 sbexec -m "$MNT" rm -rf /workspace/huge
+	assert_status 0
 }
 
 # nodes_within MAX: after a refresh, the daemon caches at most MAX nodes.
@@ -352,17 +362,25 @@ disk_limit_enforced() {
 
 @test "disk=: refused where the backend cannot enforce it, with one line saying so" {
 	[[ $SBFS_TEST_BACKEND == modal ]] && skip "Modal enforces disk= itself (ephemeral_disk_mb, tested below)"
-	mkdir -p "$T/mnt"
+	local mnt=$T/mnt
+	mkdir -p "$mnt"
 	if [[ $SBFS_TEST_BACKEND == local && $(id -u) == 0 ]]; then
-		# as root local enforces it: the refusal is that of a user
+		# as root local enforces it: the refusal is that of a user, who
+		# needs a path it can reach ($T may sit in the caller's private
+		# temp dir): a directory of its own in /tmp
 		require_cmd setpriv
-		chmod 711 "$T"
-		chmod 777 "$T/mnt" "$T/root"
+		local u
+		u=$(mktemp -d /tmp/sbfs-e2e-user.XXXXXX)
+		echo "$u" >"$T/.user-dir"
+		chmod 711 "$u"
+		mnt=$u/mnt
+		mkdir -p "$mnt" "$u/root"
+		chmod 777 "$mnt" "$u/root"
 		run timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups \
-			env -i PATH="$PATH" TMPDIR="$T/root" sbfs -o "local_root=$T/root,disk=64" "$T/mnt"
+			env -i PATH="$PATH" TMPDIR="$u/root" sbfs -o "local_root=$u/root,disk=64" "$mnt"
 	else
 		disk_limit_enforced && skip "disk= is enforced here (tested above)"
-		run timeout 60 sbfs -o "$(sbfs_opts mnt disk=64)" "$T/mnt"
+		run timeout 60 sbfs -o "$(sbfs_opts mnt disk=64)" "$mnt"
 	fi
 	[ "$status" -ne 0 ] || fail "a mount with disk= that cannot be enforced succeeded"
 	case $SBFS_TEST_BACKEND in
@@ -370,7 +388,7 @@ disk_limit_enforced() {
 	docker) assert_output_has "cannot enforce disk= (its storage driver has no size limit here: " ;;
 	esac
 	[[ $(grep -c . <<<"$output") == 1 ]] || fail "more than one line: $output"
-	nothing_left_behind "$T/mnt"
+	nothing_left_behind "$mnt"
 }
 
 @test "modal: disk= is asked of Modal as the sandbox's ephemeral disk" {
