@@ -6,7 +6,8 @@
  *   100 missing path -> ENOENT      101 not a regular file -> EINVAL
  *   102 is a directory -> EISDIR    103 not a directory -> ENOTDIR
  *   104 exists -> EEXIST            105 not empty -> ENOTEMPTY
- *   106 the tool refused -> EACCES  107 raced with a change -> retried/EAGAIN
+ *   106 the tool refused -> the errno its message names (util/tool_errno.h),
+ *       else EACCES                 107 raced with a change -> retried/EAGAIN
  *   108 not permitted -> EPERM
  *   126/127 tool missing or not runnable -> ENOTSUP (tool named in the log)
  */
@@ -14,6 +15,7 @@
 #include "output_capture.h"
 #include "sandbox_limits.h"
 #include "util/log.h"
+#include "util/tool_errno.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -139,6 +141,10 @@ static int run_script_argv(struct sb_backend *b, const char *what,
 			rc = -EPROTO;
 		else
 			rc = status_to_errno(res.exit_code);
+		/* "The tool refused": its own words say why (a full disk
+		 * is ENOSPC, not EACCES). */
+		if (res.exit_code == 106 && rc == -EACCES)
+			rc = -sb_tool_errno(r.err.data, EACCES);
 	}
 	if (rc == -ENOTSUP || rc == -EPROTO || rc == -ETIMEDOUT)
 		sb_warn("%s: shell %s failed (exit %d%s%s): %.*s", b->ops->name,
