@@ -287,6 +287,10 @@ WS=/workspace
 }
 
 @test "statfs: answers are cached like attributes, asked again after sbexec" {
+	# attributes cached for an hour: a loaded machine must not outlive
+	# them between two df
+	unmount_sbfs
+	mount_sbfs -o attr_timeout=3600
 	df -P "$MNT" >/dev/null
 	before=$(calls statfs)
 	for _ in 1 2 3 4 5; do df -P "$MNT" >/dev/null; done
