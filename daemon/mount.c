@@ -16,6 +16,7 @@
 
 #include "../control/server.h"
 #include "../fs/fs.h"
+#include "../fs/fuse_adapter.h"
 #include "../fs/wb_journal.h"
 #include "../fs/writeback.h"
 #include "../util/log.h"
@@ -290,6 +291,7 @@ int sbfs_mount_run(struct mount_options *o)
 	char sock[PATH_MAX], log_path[PATH_MAX];
 	struct control_server *ctl = NULL;
 	struct fuse_session *se = NULL;
+	struct fs_fuse fuse_link;
 	struct fs fs;
 	bool fs_ready = false, mounted = false;
 	pthread_t hup;
@@ -357,7 +359,7 @@ int sbfs_mount_run(struct mount_options *o)
 		sb_err("cannot start the FUSE session (is /dev/fuse there and fuse3 installed?)");
 		goto out;
 	}
-	fs.se = se;
+	fs_fuse_attach(&fs, &fuse_link, se);
 	if (fuse_set_signal_handlers(se) < 0) {
 		sb_err("cannot install signal handlers");
 		goto out;

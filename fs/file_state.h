@@ -17,6 +17,9 @@
 #include "readahead.h"
 
 struct file_state {
+	/* The file lock: after the paths rwlock, before the queue locks and
+	 * the table lock (fs/lock_order.h); held across this file's backend
+	 * calls. */
 	pthread_mutex_t lock;
 	int fd;                  /* the spool */
 	struct range_set present;/* spool bytes that hold the file's data */

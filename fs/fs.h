@@ -1,11 +1,10 @@
-/* The filesystem: the fs core (inode table, caches, spool, coherence) and
- * the FUSE low-level adapter over it. Knows the sandbox only through the
- * backend interface. */
+/* The filesystem: the fs core (inode table, caches, spool, coherence).
+ * Knows the sandbox only through the backend interface and the kernel only
+ * through the notifications the adapter installs (fuse_adapter.h); its
+ * operations are in fs_ops.h. */
 #ifndef SBFS_FS_H
 #define SBFS_FS_H
 
-#define FUSE_USE_VERSION 314
-#include <fuse_lowlevel.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <sys/statvfs.h>
@@ -25,6 +24,19 @@ struct fs_config {
 	bool idmap_none;            /* -o idmap=none: no user mapping */
 };
 
+/* Kernel cache notifications, installed by the adapter; unset (NULL
+ * functions) without a kernel, as in unit tests. Sent with no fs lock
+ * held: the kernel may call back into the fs meanwhile. */
+struct fs_notify {
+	void *arg;
+	/* ino's attributes, and its cached pages from off for len bytes
+	 * (off -1: attributes only; len 0: to the end), are stale. */
+	void (*inode)(void *arg, uint64_t ino, int64_t off, int64_t len);
+	/* The cached name under parent is stale. */
+	void (*entry)(void *arg, uint64_t parent, const char *name,
+		      bool is_dir);
+};
+
 struct fs {
 	struct sb_backend *b;
 	struct node_table t;
@@ -32,8 +44,7 @@ struct fs {
 	char *workdir;        /* the guest path the mount root shows */
 	uid_t uid;            /* the mounting user: the sandbox's user shows */
 	gid_t gid;            /* as this one unless -o idmap=none */
-	struct fuse_session *se;
-	bool se_expire_only;  /* the kernel can expire a dentry without dropping it */
+	struct fs_notify notify;
 	/* Spools kept after their last close, as a read cache; most recently
 	 * closed first. Table lock. */
 	struct file_state *retained_head, *retained_tail;
@@ -50,7 +61,6 @@ struct fs {
 
 int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg);
 void fs_destroy(struct fs *fs);
-const struct fuse_lowlevel_ops *fs_fuse_ops(void);
 
 /* Coherence points, for the control server and unmount. */
 int fs_flush_all(struct fs *fs, char *msg, size_t msglen);

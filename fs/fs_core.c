@@ -142,29 +142,29 @@ int fs_upload_locked(struct fs *fs, struct node *n, struct file_state *f,
 	 * its own mtime, and the next stat shows that one from then on (an
 	 * editor compares mtimes across its reads and writes). */
 	wb_forget(fs, f);
-	pthread_mutex_lock(&fs->t.lock);
+	table_lock(fs);
 	struct stat st;
 	fs_node_stat(n, &st);
 	struct timespec now = fs_now();
 	node_set_attr(&fs->t, n, &st, NULL, &now);
 	f->dirty = false;
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 	return 0;
 }
 
 int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f)
 {
-	pthread_mutex_lock(&f->lock);
+	file_lock(f);
 	int r = 0;
 	if (f->dirty && !f->unlinked) {
-		pthread_mutex_lock(&fs->t.lock);
+		table_lock(fs);
 		char *path = fs_node_guest_path(fs, n, &r);
-		pthread_mutex_unlock(&fs->t.lock);
+		table_unlock(fs);
 		if (path)
 			r = fs_upload_locked(fs, n, f, path);
 		free(path);
 	}
-	pthread_mutex_unlock(&f->lock);
+	file_unlock(f);
 	return r;
 }
 
@@ -322,9 +322,9 @@ int fs_flush_all(struct fs *fs, char *msg, size_t msglen)
 int fs_flush_dirty(struct fs *fs, char *msg, size_t msglen)
 {
 	struct node_list l = {0};
-	pthread_mutex_lock(&fs->t.lock);
+	table_lock(fs);
 	node_walk(fs->t.root, collect_dirty, &l);
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 
 	int first = 0;
 	size_t failed = 0, named = 0;
@@ -333,9 +333,9 @@ int fs_flush_dirty(struct fs *fs, char *msg, size_t msglen)
 		if (r < 0) {
 			/* Every failed file is named while the message has
 			 * room; the rest are counted. */
-			pthread_mutex_lock(&fs->t.lock);
+			table_lock(fs);
 			char *p = node_path(l.v[i]);
-			pthread_mutex_unlock(&fs->t.lock);
+			table_unlock(fs);
 			size_t used = msg && msglen ? strlen(first ? msg : "") : 0;
 			char one[320];
 			snprintf(one, sizeof one, "%s%s: %s", first ? "; " : "",
@@ -350,12 +350,12 @@ int fs_flush_dirty(struct fs *fs, char *msg, size_t msglen)
 			failed++;
 		}
 	}
-	pthread_mutex_lock(&fs->t.lock);
+	table_lock(fs);
 	for (size_t i = 0; i < l.n; i++) {
 		l.v[i]->file->pins--;
 		fs_file_unref(fs, l.v[i]);
 	}
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 	free(l.v);
 	if (failed > named && msg && msglen) {
 		size_t used = strlen(msg);
@@ -408,21 +408,6 @@ static void collect_inval(struct node *n, void *arg)
 	l->n++;
 }
 
-/* Makes the kernel ask again about one cached name. Expiring keeps the
- * dentry: invalidating a directory's would cut it loose from processes
- * whose cwd it is (getcwd then fails), so without expire support only
- * files lose theirs. */
-static void notify_entry(struct fs *fs, const struct inval *e)
-{
-	size_t len = strlen(e->name);
-	if (fs->se_expire_only &&
-	    fuse_lowlevel_notify_expire_entry(fs->se, e->parent, e->name, len,
-					      FUSE_LL_EXPIRE_ONLY) == 0)
-		return;
-	if (!e->is_dir)
-		fuse_lowlevel_notify_inval_entry(fs->se, e->parent, e->name, len);
-}
-
 static struct node *node_at(struct fs *fs, const char *relpath)
 {
 	struct node *n = fs->t.root;
@@ -439,7 +424,7 @@ static struct node *node_at(struct fs *fs, const char *relpath)
 void fs_invalidate(struct fs *fs, const char *relpath)
 {
 	struct inval_list l = {0};
-	pthread_mutex_lock(&fs->t.lock);
+	table_lock(fs);
 	struct node *top = fs->t.root;
 	if (relpath && relpath[0] && strcmp(relpath, "/") != 0) {
 		top = node_at(fs, relpath);
@@ -449,23 +434,24 @@ void fs_invalidate(struct fs *fs, const char *relpath)
 	}
 	if (top)
 		node_walk(top, collect_inval, &l);
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 
 	/* Outside the table lock: the kernel may call back into us while it
 	 * processes a notification. */
-	for (size_t i = 0; fs->se && i < l.n; i++) {
-		fuse_lowlevel_notify_inval_inode(fs->se, l.v[i].ino, 0, 0);
+	for (size_t i = 0; i < l.n; i++) {
+		fs_notify_inode(fs, l.v[i].ino, 0, 0);
 		if (l.v[i].name)
-			notify_entry(fs, &l.v[i]);
+			fs_notify_entry(fs, l.v[i].parent, l.v[i].name,
+					l.v[i].is_dir);
 	}
 	for (size_t i = 0; i < l.n; i++)
 		free(l.v[i].name);
 	free(l.v);
 	/* What the kernel has forgotten is only a cache now stale: it goes,
 	 * so a refresh gives the memory back. */
-	pthread_mutex_lock(&fs->t.lock);
+	table_lock(fs);
 	node_table_evict(&fs->t, 0);
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 }
 
 static void collect_pending(struct node *n, void *arg)
@@ -488,11 +474,11 @@ static void collect_pending(struct node *n, void *arg)
 void fs_status(struct fs *fs, json_t *obj)
 {
 	json_t *pending = json_array();
-	pthread_mutex_lock(&fs->t.lock);
+	table_lock(fs);
 	node_walk(fs->t.root, collect_pending, pending);
 	size_t nodes = fs->t.count, max_nodes = fs->t.max_nodes;
 	uint64_t evicted = fs->t.evicted;
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 	json_object_set_new(obj, "pending_uploads", pending);
 	wb_status(fs, obj);
 	json_object_set_new(obj, "pid", json_integer(getpid()));
@@ -546,7 +532,7 @@ void fs_save_pending(struct fs *fs, const char *dir, struct fs_save_report *rep)
 	size_t saved_len = 0, lost_len = 0, ns = 0, nl = 0;
 	FILE *saved = open_memstream(&rep->saved_paths, &saved_len);
 	FILE *lost = open_memstream(&rep->lost_paths, &lost_len);
-	pthread_mutex_lock(&fs->t.lock);
+	table_lock(fs);
 	node_walk(fs->t.root, collect_unsaved, &u);
 	for (size_t i = 0; i < l->n; i++) {
 		char *rel = node_path(l->v[i]);
@@ -573,7 +559,7 @@ void fs_save_pending(struct fs *fs, const char *dir, struct fs_save_report *rep)
 		list_append(lost, &nl, one);
 		rep->lost += u.pending - l->n;
 	}
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 	free(l->v);
 	if (saved)
 		fclose(saved);

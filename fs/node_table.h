@@ -74,6 +74,8 @@ struct node {
 };
 
 struct node_table {
+	/* The table lock: last in the lock order (fs/lock_order.h), never
+	 * held across a backend call or a kernel notification. */
 	pthread_mutex_t lock;
 	struct node **by_ino;
 	struct node **by_name;

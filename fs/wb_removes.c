@@ -26,6 +26,8 @@ struct failure {
 
 struct wb_removes {
 	struct fs *fs;
+	/* In the lock order (fs/lock_order.h) after the file locks: the
+	 * drain lock, then this lock, then the table lock. */
 	pthread_mutex_t lock;       /* q, failures, counters, stop */
 	pthread_mutex_t drain_lock; /* one drain at a time, held across its calls */
 	pthread_cond_t work;        /* CLOCK_MONOTONIC */
@@ -69,7 +71,7 @@ static void forget_parent(struct fs *fs, const char *guest_path)
 	char *slash = strrchr(rel, '/');
 	if (slash)
 		*slash = '\0';
-	pthread_mutex_lock(&fs->t.lock);
+	table_lock(fs);
 	struct node *n = fs->t.root;
 	char *save = NULL;
 	for (char *c = strtok_r(rel, "/", &save); c && n; c = strtok_r(NULL, "/", &save))
@@ -78,7 +80,7 @@ static void forget_parent(struct fs *fs, const char *guest_path)
 		n->list_set = false;
 		node_forget_attr(n);
 	}
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 	free(rel);
 }
 
@@ -89,7 +91,7 @@ static void record_failure(struct wb_removes *r, const char *path, bool is_dir,
 		"sandbox keeps it; it shows in the mount again)",
 		is_dir ? "rmdir" : "unlink", path, strerror(-err));
 	forget_parent(r->fs, path);
-	pthread_mutex_lock(&r->lock);
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	if (r->nfail == WBR_FAILURES_KEPT) {
 		if (!r->fail[0].reported)
 			r->unreported--;
@@ -103,7 +105,7 @@ static void record_failure(struct wb_removes *r, const char *path, bool is_dir,
 	};
 	r->unreported++;
 	r->failed++;
-	pthread_mutex_unlock(&r->lock);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 }
 
 /* ---- drain ---- */
@@ -126,11 +128,11 @@ static void land(struct wb_removes *r, struct rmq_entry *e, size_t k)
 			record_failure(r, e[i].path, e[i].is_dir, rc);
 	}
 	free(v);
-	pthread_mutex_lock(&r->lock);
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	r->removed += ok;
 	rmq_done(&r->q, e, k);
 	atomic_fetch_sub(&r->outstanding, k);
-	pthread_mutex_unlock(&r->lock);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 }
 
 /* Lands what was queued when it was called, no more: removes queued
@@ -140,26 +142,26 @@ void wbr_drain(struct wb_removes *r)
 {
 	if (!r || atomic_load(&r->outstanding) == 0)
 		return;
-	pthread_mutex_lock(&r->lock);
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	uint64_t target = r->pushed;
-	pthread_mutex_unlock(&r->lock);
-	pthread_mutex_lock(&r->drain_lock);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
+	fs_mutex_lock(&r->drain_lock, FS_LOCK_RM_DRAIN);
 	for (;;) {
 		struct rmq_entry *e = NULL;
 		size_t k = 0;
-		pthread_mutex_lock(&r->lock);
+		fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 		if (r->taken < target) {
 			uint64_t want = target - r->taken;
 			k = rmq_take(&r->q, want < WBR_BATCH ? (size_t)want : WBR_BATCH,
 				     WBR_BATCH_BYTES, &e);
 			r->taken += k;
 		}
-		pthread_mutex_unlock(&r->lock);
+		fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 		if (k == 0)
 			break;
 		land(r, e, k);
 	}
-	pthread_mutex_unlock(&r->drain_lock);
+	fs_mutex_unlock(&r->drain_lock, FS_LOCK_RM_DRAIN);
 }
 
 /* ---- hooks (struct sb_call_hooks) ---- */
@@ -175,9 +177,9 @@ static bool hook_gone(void *arg, const char *path)
 	struct wb_removes *r = arg;
 	if (atomic_load(&r->outstanding) == 0)
 		return false;
-	pthread_mutex_lock(&r->lock);
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	bool gone = rmq_gone(&r->q, path);
-	pthread_mutex_unlock(&r->lock);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 	return gone;
 }
 
@@ -187,7 +189,7 @@ static void hook_filter(void *arg, const char *dir, struct sb_dirlist *l)
 	if (atomic_load(&r->outstanding) == 0)
 		return;
 	size_t k = 0;
-	pthread_mutex_lock(&r->lock);
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	for (size_t i = 0; i < l->n; i++) {
 		if (rmq_gone_in(&r->q, dir, l->v[i].name)) {
 			free(l->v[i].name);
@@ -196,7 +198,7 @@ static void hook_filter(void *arg, const char *dir, struct sb_dirlist *l)
 		}
 		l->v[k++] = l->v[i];
 	}
-	pthread_mutex_unlock(&r->lock);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 	l->n = k;
 }
 
@@ -213,7 +215,7 @@ int wbr_queue(struct wb_removes *r, const char *path, bool is_dir)
 {
 	if (!r)
 		return -EAGAIN;
-	pthread_mutex_lock(&r->lock);
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	int rc = r->stop ? -EAGAIN : rmq_push(&r->q, path, is_dir);
 	if (rc == 0) {
 		r->pushed++;
@@ -225,7 +227,7 @@ int wbr_queue(struct wb_removes *r, const char *path, bool is_dir)
 		if (p == 1 || p >= WBR_DRAIN_AT)
 			pthread_cond_signal(&r->work);
 	}
-	pthread_mutex_unlock(&r->lock);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 	return rc;
 }
 
@@ -250,7 +252,7 @@ static bool reached(const struct timespec *t)
 static void *drainer(void *arg)
 {
 	struct wb_removes *r = arg;
-	pthread_mutex_lock(&r->lock);
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	while (!r->stop) {
 		if (rmq_pending(&r->q) == 0) {
 			pthread_cond_wait(&r->work, &r->lock);
@@ -263,11 +265,11 @@ static void *drainer(void *arg)
 			pthread_cond_timedwait(&r->work, &r->lock, &due);
 			continue;
 		}
-		pthread_mutex_unlock(&r->lock);
+		fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 		wbr_drain(r);
-		pthread_mutex_lock(&r->lock);
+		fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	}
-	pthread_mutex_unlock(&r->lock);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 	return NULL;
 }
 
@@ -278,7 +280,7 @@ int wbr_report(struct wb_removes *r, char *msg, size_t msglen)
 	if (!r)
 		return 0;
 	int first = 0;
-	pthread_mutex_lock(&r->lock);
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	for (size_t i = 0; i < r->nfail; i++) {
 		struct failure *f = &r->fail[i];
 		if (f->reported)
@@ -296,7 +298,7 @@ int wbr_report(struct wb_removes *r, char *msg, size_t msglen)
 			snprintf(msg + used, msglen - used, "%s", one);
 	}
 	r->unreported = 0;
-	pthread_mutex_unlock(&r->lock);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 	return first;
 }
 
@@ -305,7 +307,7 @@ void wbr_status(struct wb_removes *r, json_t *wb)
 	if (!r || !json_is_object(wb))
 		return;
 	json_t *arr = json_array();
-	pthread_mutex_lock(&r->lock);
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	size_t queued = atomic_load(&r->outstanding);
 	uint64_t removed = r->removed, failed = r->failed;
 	for (size_t i = 0; i < r->nfail; i++)
@@ -313,7 +315,7 @@ void wbr_status(struct wb_removes *r, json_t *wb)
 			"path", r->fail[i].path ? r->fail[i].path : "?",
 			"error", strerror(-r->fail[i].err),
 			"reported", r->fail[i].reported));
-	pthread_mutex_unlock(&r->lock);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 	json_object_set_new(wb, "removes_queued", json_integer((json_int_t)queued));
 	json_object_set_new(wb, "removes_done", json_integer((json_int_t)removed));
 	json_object_set_new(wb, "removes_failed", json_integer((json_int_t)failed));
@@ -349,10 +351,10 @@ void wbr_stop(struct wb_removes *r)
 {
 	if (!r)
 		return;
-	pthread_mutex_lock(&r->lock);
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	r->stop = true;
 	pthread_cond_signal(&r->work);
-	pthread_mutex_unlock(&r->lock);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 	if (r->th_started)
 		pthread_join(r->th, NULL);
 	wbr_drain(r);

@@ -28,6 +28,8 @@
 
 struct wb {
 	struct fs *fs;
+	/* The queue lock: after the file locks, before the table lock
+	 * (fs/lock_order.h); never held across a backend call. */
 	pthread_mutex_t lock;
 	pthread_cond_t work, idle;
 	uint64_t *q;        /* inodes, oldest first */
@@ -40,6 +42,7 @@ struct wb {
 	bool stop;
 	pthread_t th[WB_WORKERS];
 	int nth;
+	/* The paths rwlock: first in the lock order (fs/lock_order.h). */
 	pthread_rwlock_t paths;
 	struct wb_journal *j;
 	uint64_t uploaded, failed;
@@ -119,14 +122,14 @@ int wb_commit(struct fs *fs, struct node *n, struct file_state *f)
 {
 	struct wb *w = fs->wb;
 	int r = 0;
-	pthread_mutex_lock(&f->lock);
+	file_lock(f);
 	if (!f->dirty || f->unlinked) {
-		pthread_mutex_unlock(&f->lock);
+		file_unlock(f);
 		return 0;
 	}
-	pthread_mutex_lock(&fs->t.lock);
+	table_lock(fs);
 	char *rel = node_path(n);
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 	/* Part of an existing file changed: the spool does not hold the rest,
 	 * and a crash would leave only the changed bytes. Uploaded now. */
 	bool queue = rel && file_state_complete(f);
@@ -145,30 +148,30 @@ int wb_commit(struct fs *fs, struct node *n, struct file_state *f)
 	}
 	free(rel);
 	if (!queue) {
-		pthread_mutex_unlock(&f->lock);
+		file_unlock(f);
 		return fs_upload_file(fs, n, f);
 	}
 	off_t size = f->size;
-	pthread_mutex_unlock(&f->lock);
+	file_unlock(f);
 
-	pthread_mutex_lock(&fs->t.lock);
+	table_lock(fs);
 	bool push = !f->wb_queued;
 	if (push) {
 		f->wb_queued = true;
 		f->pins++; /* the queue's reference */
 	}
 	uint64_t ino = n->ino;
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 	if (push) {
-		pthread_mutex_lock(&w->lock);
+		fs_mutex_lock(&w->lock, FS_LOCK_WB_QUEUE);
 		r = queue_push(w, ino, size);
 		pthread_cond_signal(&w->work);
-		pthread_mutex_unlock(&w->lock);
+		fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
 		if (r < 0) {
-			pthread_mutex_lock(&fs->t.lock);
+			table_lock(fs);
 			f->wb_queued = false;
 			f->pins--;
-			pthread_mutex_unlock(&fs->t.lock);
+			table_unlock(fs);
 			return fs_upload_file(fs, n, f);
 		}
 	}
@@ -193,7 +196,7 @@ static void landed(struct fs *fs, struct item *it, bool mtime_set)
 	struct file_state *f = it->f;
 	file_state_upload_done(f, 0);
 	wb_forget(fs, f);
-	pthread_mutex_lock(&fs->t.lock);
+	table_lock(fs);
 	struct stat st;
 	fs_node_stat(it->n, &st);
 	/* The sandbox's copy has our size and, when the backend could give
@@ -208,7 +211,7 @@ static void landed(struct fs *fs, struct item *it, bool mtime_set)
 		f->adoptable = false;
 	}
 	f->dirty = false;
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 }
 
 static void upload_batch(struct wb *w, struct item *v, size_t k)
@@ -217,28 +220,28 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 	struct sb_upload *up = calloc(k, sizeof *up);
 	struct item **which = calloc(k, sizeof *which);
 	size_t m = 0;
-	pthread_rwlock_rdlock(&w->paths);
+	fs_rwlock_rdlock(&w->paths, FS_LOCK_PATHS);
 	for (size_t i = 0; i < k; i++) {
 		struct item *it = &v[i];
-		pthread_mutex_lock(&fs->t.lock);
+		table_lock(fs);
 		it->n = node_by_ino(&fs->t, it->ino);
 		it->f = it->n ? it->n->file : NULL;
-		pthread_mutex_unlock(&fs->t.lock);
+		table_unlock(fs);
 		if (!it->f)
 			continue;
 		/* The first lock may wait; the others are tried, so a worker
 		 * holding several never waits on a rename holding two. */
 		if (i == 0)
-			pthread_mutex_lock(&it->f->lock);
-		else if (pthread_mutex_trylock(&it->f->lock) != 0)
+			file_lock(it->f);
+		else if (!file_trylock(it->f))
 			continue; /* requeued below */
 		it->locked = true;
 		if (!it->f->dirty || it->f->unlinked)
 			continue;
 		int err = 0;
-		pthread_mutex_lock(&fs->t.lock);
+		table_lock(fs);
 		it->path = fs_node_guest_path(fs, it->n, &err);
-		pthread_mutex_unlock(&fs->t.lock);
+		table_unlock(fs);
 		if (!it->path)
 			continue;
 		if (!up || !which || !file_state_complete(it->f)) {
@@ -270,17 +273,17 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 	}
 	for (size_t i = 0; i < k; i++) {
 		if (v[i].locked)
-			pthread_mutex_unlock(&v[i].f->lock);
+			file_unlock(v[i].f);
 		free(v[i].path);
 	}
-	pthread_rwlock_unlock(&w->paths);
+	fs_rwlock_unlock(&w->paths, FS_LOCK_PATHS);
 	free(up);
 	free(which);
 
 	/* The queue's references go; a file written again since (or not
 	 * locked this time) goes back in the queue. */
-	pthread_mutex_lock(&w->lock);
-	pthread_mutex_lock(&fs->t.lock);
+	fs_mutex_lock(&w->lock, FS_LOCK_WB_QUEUE);
+	table_lock(fs);
 	for (size_t i = 0; i < k; i++) {
 		struct node *n = node_by_ino(&fs->t, v[i].ino);
 		struct file_state *f = n ? n->file : NULL;
@@ -293,16 +296,16 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 		f->pins--;
 		fs_file_unref(fs, n);
 	}
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 	w->uploaded += ok;
 	w->failed += bad;
-	pthread_mutex_unlock(&w->lock);
+	fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
 }
 
 static void *worker(void *arg)
 {
 	struct wb *w = arg;
-	pthread_mutex_lock(&w->lock);
+	fs_mutex_lock(&w->lock, FS_LOCK_WB_QUEUE);
 	for (;;) {
 		while (!w->stop && !batch_ready(w))
 			wait_work(w);
@@ -314,14 +317,14 @@ static void *worker(void *arg)
 		struct item *v = calloc(w->qn < WB_BATCH_FILES ? w->qn : WB_BATCH_FILES,
 					sizeof *v);
 		if (!v) {
-			pthread_mutex_unlock(&w->lock);
+			fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
 			usleep(10000);
-			pthread_mutex_lock(&w->lock);
+			fs_mutex_lock(&w->lock, FS_LOCK_WB_QUEUE);
 			continue;
 		}
 		/* The oldest has ripened: the batch takes the younger ones
 		 * too (a rename racing with that is still ordered, and paid). */
-		pthread_mutex_lock(&w->fs->t.lock);
+		table_lock(w->fs);
 		while (k < w->qn && k < WB_BATCH_FILES) {
 			struct node *n = node_by_ino(&w->fs->t, w->q[k]);
 			off_t sz = n && n->file ? n->file->size : 0;
@@ -331,7 +334,7 @@ static void *worker(void *arg)
 			bytes += sz;
 			k++;
 		}
-		pthread_mutex_unlock(&w->fs->t.lock);
+		table_unlock(w->fs);
 		memmove(w->q, w->q + k, (w->qn - k) * sizeof *w->q);
 		memmove(w->qt, w->qt + k, (w->qn - k) * sizeof *w->qt);
 		w->qn -= k;
@@ -340,18 +343,18 @@ static void *worker(void *arg)
 		w->in_flight_bytes += bytes;
 		if (batch_ready(w))
 			pthread_cond_signal(&w->work);
-		pthread_mutex_unlock(&w->lock);
+		fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
 
 		upload_batch(w, v, k);
 		free(v);
 
-		pthread_mutex_lock(&w->lock);
+		fs_mutex_lock(&w->lock, FS_LOCK_WB_QUEUE);
 		w->in_flight -= k;
 		w->in_flight_bytes -= bytes;
 		pthread_cond_broadcast(&w->idle);
 		pthread_cond_broadcast(&w->work);
 	}
-	pthread_mutex_unlock(&w->lock);
+	fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
 	return NULL;
 }
 
@@ -363,13 +366,13 @@ void wb_drain(struct fs *fs)
 	if (!w)
 		return;
 	wbr_drain(w->rm);
-	pthread_mutex_lock(&w->lock);
+	fs_mutex_lock(&w->lock, FS_LOCK_WB_QUEUE);
 	w->draining++;
 	pthread_cond_broadcast(&w->work);
 	while (w->qn > 0 || w->in_flight > 0)
 		pthread_cond_wait(&w->idle, &w->lock);
 	w->draining--;
-	pthread_mutex_unlock(&w->lock);
+	fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
 	wbr_drain(w->rm); /* what was queued meanwhile */
 }
 
@@ -406,13 +409,13 @@ void wb_renamed(struct fs *fs, struct file_state *f, const char *relpath)
 void wb_paths_write_lock(struct fs *fs)
 {
 	if (fs->wb)
-		pthread_rwlock_wrlock(&fs->wb->paths);
+		fs_rwlock_wrlock(&fs->wb->paths, FS_LOCK_PATHS);
 }
 
 void wb_paths_unlock(struct fs *fs)
 {
 	if (fs->wb)
-		pthread_rwlock_unlock(&fs->wb->paths);
+		fs_rwlock_unlock(&fs->wb->paths, FS_LOCK_PATHS);
 }
 
 struct failed_count {
@@ -436,14 +439,14 @@ void wb_status(struct fs *fs, json_t *obj)
 	if (!w)
 		return;
 	struct failed_count fc = {0};
-	pthread_mutex_lock(&w->lock);
+	fs_mutex_lock(&w->lock, FS_LOCK_WB_QUEUE);
 	size_t qn = w->qn, inf = w->in_flight;
 	off_t qb = w->q_bytes, ib = w->in_flight_bytes;
 	uint64_t up = w->uploaded;
-	pthread_mutex_unlock(&w->lock);
-	pthread_mutex_lock(&fs->t.lock);
+	fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
+	table_lock(fs);
 	node_walk(fs->t.root, count_failed, &fc);
-	pthread_mutex_unlock(&fs->t.lock);
+	table_unlock(fs);
 	json_t *o = json_pack(
 		"{s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"queued", (json_int_t)qn, "queued_bytes", (json_int_t)qb,
@@ -493,10 +496,10 @@ void wb_stop(struct fs *fs, bool keep)
 	struct wb *w = fs->wb;
 	if (!w)
 		return;
-	pthread_mutex_lock(&w->lock);
+	fs_mutex_lock(&w->lock, FS_LOCK_WB_QUEUE);
 	w->stop = true;
 	pthread_cond_broadcast(&w->work);
-	pthread_mutex_unlock(&w->lock);
+	fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
 	for (int i = 0; i < w->nth; i++)
 		pthread_join(w->th[i], NULL);
 	/* After the workers: their uploads drain it through the hooks. */

@@ -1,0 +1,216 @@
+/* What the fs operations share: name checks, entries, attributes fetched
+ * and recorded, guest paths, spool pins, kernel notifications. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_internal.h"
+
+int fs_check_alive(const struct fs *fs)
+{
+	return sb_backend_is_dead(fs->b) ? -EIO : 0;
+}
+
+int fs_check_name(const char *name)
+{
+	size_t len = strlen(name);
+	if (len == 0 || strchr(name, '/'))
+		return -EINVAL;
+	if (len > NAME_MAX_BYTES)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+void fs_fill_entry(const struct fs *fs, const struct node *n,
+		   struct fs_entry *e)
+{
+	memset(e, 0, sizeof *e);
+	e->ino = n->ino;
+	fs_node_stat(n, &e->attr);
+	struct timespec now = fs_now();
+	/* Attributes we know to be stale are shown but not cached. */
+	e->attr_timeout = fs_attr_fresh(fs, n, &now) ? fs->cfg.attr_timeout : 0;
+	e->entry_timeout = fs->cfg.attr_timeout;
+}
+
+void fs_record_attr(struct fs *fs, struct node *n, struct stat *st,
+		    const char *link)
+{
+	fs_map_attr(fs, st);
+	struct timespec exp = fs_expiry(fs->cfg.attr_timeout);
+	node_set_attr(&fs->t, n, st, link, &exp);
+}
+
+/* Attributes of a locally made node (mkdir, create, symlink) without a
+ * round trip to ask the sandbox what it just did. */
+void fs_record_new(struct fs *fs, struct node *n, mode_t mode, off_t size,
+		       const char *link)
+{
+	struct stat st;
+	memset(&st, 0, sizeof st);
+	st.st_mode = mode;
+	st.st_nlink = S_ISDIR(mode) ? 2 : 1;
+	st.st_size = size;
+	st.st_uid = fs->b->guest_uid; /* made by the sandbox's user */
+	st.st_gid = fs->b->guest_gid;
+	clock_gettime(CLOCK_REALTIME, &st.st_mtim);
+	st.st_atim = st.st_ctim = st.st_mtim;
+	fs_record_attr(fs, n, &st, link);
+}
+
+/* The mount changed an entry of directory ino (table lock held). */
+void fs_entries_changed(struct fs *fs, uint64_t ino)
+{
+	struct node *d = node_by_ino(&fs->t, ino);
+	if (d)
+		node_entries_changed(d);
+}
+
+/* Fetches fresh attributes for n (or its would-be child name under
+ * parent when n is NULL). Table lock held on entry and exit, dropped
+ * around the backend call. Returns the node or NULL with *err. */
+struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
+				 const char *name, struct node *n, int *err)
+{
+	char *path;
+	if (n) {
+		path = fs_node_guest_path(fs, n, err);
+	} else {
+		char *dir = fs_node_guest_path(fs, parent, err);
+		path = NULL;
+		if (dir && asprintf(&path, "%s/%s",
+				    strcmp(dir, "/") ? dir : "", name) < 0) {
+			path = NULL;
+			*err = -ENOMEM;
+		}
+		free(dir);
+	}
+	if (!path)
+		return NULL;
+	uint64_t pino = parent ? parent->ino : 0, nino = n ? n->ino : 0;
+	table_unlock(fs);
+	struct stat st;
+	char *link = NULL;
+	int r = sb_stat(fs->b, path, &st, &link);
+	free(path);
+	table_lock(fs);
+	/* The nodes may have gone while unlocked: look them up again. */
+	parent = pino ? node_by_ino(&fs->t, pino) : NULL;
+	n = nino ? node_by_ino(&fs->t, nino) : NULL;
+	if (r < 0) {
+		if (r == -ENOENT && n && n->parent &&
+		    (!n->file || n->file->retained))
+			node_detach(&fs->t, n);
+		free(link);
+		*err = r;
+		return NULL;
+	}
+	if (!n) {
+		if (!parent || (!parent->parent && parent->ino != NODE_ROOT_INO)) {
+			free(link);
+			*err = -ENOENT;
+			return NULL;
+		}
+		n = node_child_get(&fs->t, parent, name);
+		if (!n) {
+			free(link);
+			*err = -ENOMEM;
+			return NULL;
+		}
+	}
+	if (!n->file || !n->file->dirty)
+		fs_record_attr(fs, n, &st, link);
+	free(link);
+	return n;
+}
+
+/* Runs a path operation on node ino: copies its guest path under the lock
+ * and calls fn without it. */
+char *fs_path_of(struct fs *fs, uint64_t ino, int *err)
+{
+	table_lock(fs);
+	struct node *n = node_by_ino(&fs->t, ino);
+	char *p = n ? fs_node_guest_path(fs, n, err) : NULL;
+	if (!n)
+		*err = -ENOENT;
+	table_unlock(fs);
+	return p;
+}
+
+char *fs_child_path_of(struct fs *fs, uint64_t parent, const char *name,
+			   int *err)
+{
+	*err = fs_check_name(name);
+	if (*err < 0)
+		return NULL;
+	char *dir = fs_path_of(fs, parent, err);
+	if (!dir)
+		return NULL;
+	char *p;
+	if (asprintf(&p, "%s/%s", strcmp(dir, "/") ? dir : "", name) < 0) {
+		p = NULL;
+		*err = -ENOMEM;
+	}
+	free(dir);
+	return p;
+}
+
+/* Takes a reference to n's spool for an operation that needs it without
+ * the table lock. */
+struct file_state *fs_pin_file(struct fs *fs, struct node *n)
+{
+	struct file_state *f = n->file;
+	if (f)
+		f->pins++;
+	(void)fs;
+	return f;
+}
+
+void fs_unpin_file(struct fs *fs, uint64_t ino)
+{
+	table_lock(fs);
+	struct node *n = node_by_ino(&fs->t, ino);
+	if (n && n->file) {
+		n->file->pins--;
+		fs_file_unref(fs, n);
+	}
+	table_unlock(fs);
+}
+
+/* The spool of an open handle, pinned for use without the table lock. */
+struct file_state *fs_handle_file(struct fs *fs, uint64_t fh,
+				  struct node **np)
+{
+	table_lock(fs);
+	struct node *n = node_by_ino(&fs->t, fh);
+	struct file_state *f = n ? fs_pin_file(fs, n) : NULL;
+	table_unlock(fs);
+	*np = n;
+	return f;
+}
+
+/* ---- kernel notifications ---- */
+
+void fs_notify_inode(struct fs *fs, uint64_t ino, int64_t off, int64_t len)
+{
+	fs_lock_check_none("an inode notification");
+	if (fs->notify.inode)
+		fs->notify.inode(fs->notify.arg, ino, off, len);
+}
+
+void fs_notify_entry(struct fs *fs, uint64_t parent, const char *name,
+		     bool is_dir)
+{
+	fs_lock_check_none("an entry notification");
+	if (fs->notify.entry)
+		fs->notify.entry(fs->notify.arg, parent, name, is_dir);
+}
+
+void fs_send_later(struct fs *fs, const struct fs_later *later)
+{
+	/* Offset -1: attributes only, the page cache is left to the next
+	 * open. */
+	if (later->inval_attrs)
+		fs_notify_inode(fs, later->inval_attrs, -1, 0);
+}

@@ -1,0 +1,395 @@
+/* Namespace operations that find or make names: lookup, forget, getattr,
+ * readlink, mkdir, symlink, mknod, link. Pattern of each: take the table
+ * lock, look at the cache, copy what the backend call needs, drop the lock
+ * for the (slow) call, take it again to record the result. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs_internal.h"
+#include "symlink_policy.h"
+
+/* Directories with more entries than this are never listed just to answer
+ * a lookup. */
+#define LOOKUP_SCAN_MAX_ENTRIES 10000
+
+/* True when a lookup in directory p should list p instead of asking the
+ * sandbox for that one name: another lookup there needed the sandbox
+ * within the attribute timeout (a create loop asking for one new name
+ * after another, rm -rf or git walking names whose attributes expired),
+ * so one listing answers this name and the next ones, and the directory
+ * is not known to be huge. Table lock held. */
+static bool lookups_scan(struct fs *fs, const struct node *p,
+			 const struct timespec *now)
+{
+	(void)fs;
+	bool recent = p->remote_lookups > 0 &&
+		      (now->tv_sec < p->remote_lookups_expire.tv_sec ||
+		       (now->tv_sec == p->remote_lookups_expire.tv_sec &&
+			now->tv_nsec < p->remote_lookups_expire.tv_nsec));
+	return recent && p->list_entries <= LOOKUP_SCAN_MAX_ENTRIES;
+}
+
+/* Remembers that a lookup in directory ino asked the sandbox. Table lock
+ * held. */
+static void note_remote_lookup(struct fs *fs, uint64_t ino)
+{
+	struct node *p = node_by_ino(&fs->t, ino);
+	if (!p)
+		return;
+	p->remote_lookups++;
+	/* Twice the attribute timeout: a listing made for a scan expires
+	 * after one, and the scan going on should list again at once rather
+	 * than pay a stat first. */
+	p->remote_lookups_expire = fs_expiry(2 * fs->cfg.attr_timeout);
+}
+
+int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
+	      struct fs_entry *e)
+{
+	int err = fs_check_alive(fs);
+	if (err == 0)
+		err = fs_check_name(name);
+	if (err < 0)
+		return err;
+	struct timespec now = fs_now();
+	table_lock(fs);
+	struct node *p = node_by_ino(&fs->t, parent);
+	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
+	if (!p) {
+		err = -ENOENT;
+	} else if (n && fs_attr_fresh(fs, n, &now)) {
+		/* cached */
+	} else if (node_list_fresh(&fs->t, p, &now) &&
+		   (!n || n->seen_mark != p->list_mark)) {
+		err = -ENOENT; /* the fresh listing does not name it */
+	} else if (lookups_scan(fs, p, &now)) {
+		/* One listing answers the next names asked too. */
+		note_remote_lookup(fs, parent);
+		err = fs_load_listing(fs, parent);
+		p = node_by_ino(&fs->t, parent);
+		n = p && err == 0 ? node_child(&fs->t, p, name) : NULL;
+		if (err == -EAGAIN && p) {
+			/* The directory keeps changing: ask for this name. */
+			err = 0;
+			n = fs_refresh_attr(fs, p, name, node_child(&fs->t, p, name), &err);
+		} else if (err == 0 && (!n || !p || n->seen_mark != p->list_mark)) {
+			err = -ENOENT;
+		}
+	} else {
+		n = fs_refresh_attr(fs, p, name, n, &err);
+		note_remote_lookup(fs, parent);
+	}
+	if (err == 0 && n) {
+		n->nlookup++;
+		fs_fill_entry(fs, n, e);
+	}
+	table_unlock(fs);
+	return err;
+}
+
+void fs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup)
+{
+	table_lock(fs);
+	struct node *n = node_by_ino(&fs->t, ino);
+	if (n && ino != NODE_ROOT_INO) {
+		n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
+		if (n->nlookup == 0)
+			node_forgotten(&fs->t, n);
+	}
+	table_unlock(fs);
+}
+
+int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st, double *timeout)
+{
+	*timeout = fs->cfg.attr_timeout;
+	if (ino == NODE_ROOT_INO && sb_backend_is_dead(fs->b)) {
+		/* The root stays reachable so sbexec and `sbfs status` can
+		 * find the daemon and say why everything else fails. */
+		table_lock(fs);
+		fs_node_stat(fs->t.root, st);
+		table_unlock(fs);
+		st->st_uid = fs->uid;
+		st->st_gid = fs->gid;
+		*timeout = 0;
+		return 0;
+	}
+	int err = fs_check_alive(fs);
+	if (err < 0)
+		return err;
+	struct timespec now = fs_now();
+	table_lock(fs);
+	struct node *n = node_by_ino(&fs->t, ino);
+	if (!n)
+		err = -ENOENT;
+	else if (!fs_attr_fresh(fs, n, &now) && !node_removed(n))
+		n = fs_refresh_attr(fs, n->parent, n->name, n, &err);
+	if (n && err == 0)
+		fs_node_stat(n, st);
+	table_unlock(fs);
+	return err;
+}
+
+int fs_readlink(struct fs *fs, uint64_t ino, char **shown)
+{
+	*shown = NULL;
+	int err = fs_check_alive(fs);
+	if (err < 0)
+		return err;
+	struct timespec now = fs_now();
+	table_lock(fs);
+	struct node *n = node_by_ino(&fs->t, ino);
+	char *target = NULL, *rel = n ? node_path(n) : NULL;
+	if (n && n->link_target && fs_attr_fresh(fs, n, &now))
+		target = strdup(n->link_target);
+	table_unlock(fs);
+	if (!n || !rel)
+		err = -ENOENT;
+	if (err == 0 && !target) {
+		char *path = fs_path_of(fs, ino, &err);
+		if (path)
+			err = sb_readlink(fs->b, path, &target);
+		free(path);
+	}
+	if (err == 0 && !target)
+		err = -ENOMEM;
+	/* Never resolved here; shown only in a form that, followed by the
+	 * host kernel, stays inside the mount (symlink_policy.h). */
+	if (err == 0) {
+		err = symlink_policy_view(fs->workdir, rel, target, shown);
+		if (err < 0 && err != -ENOMEM)
+			symlink_policy_log_refusal(rel, target, err);
+	}
+	free(rel);
+	free(target);
+	return err;
+}
+
+/* What the sandbox looked like before a creating call, as far as the
+ * caches go: a new directory's empty listing dates from then. */
+struct before_create {
+	uint64_t gen, exec_mark;
+};
+
+#define NOT_A_DIR ((struct before_create){0}) /* no listing to date */
+
+static struct before_create before_create(struct fs *fs)
+{
+	table_lock(fs);
+	struct before_create bc = {.gen = fs->t.gen,
+				   .exec_mark = sb_exec_quiet_mark(fs->b)};
+	table_unlock(fs);
+	return bc;
+}
+
+/* Common tail of mkdir/symlink/mknod: records the new child. */
+static int new_child(struct fs *fs, uint64_t parent, const char *name,
+		     mode_t mode, off_t size, const char *link,
+		     struct before_create bc, struct fs_entry *e)
+{
+	int err = 0;
+	table_lock(fs);
+	struct node *p = node_by_ino(&fs->t, parent);
+	struct node *n = p ? node_child_get(&fs->t, p, name) : NULL;
+	if (p)
+		node_entries_changed(p);
+	if (p && n && S_ISDIR(mode))
+		node_subdirs_changed(p, 1);
+	if (n) {
+		fs_record_new(fs, n, mode, size, link);
+		n->seen_mark = p->list_mark;
+		if (S_ISDIR(mode)) {
+			/* A new directory is empty: lookups inside it need
+			 * no round trip. */
+			n->list_set = true;
+			n->list_gen = bc.gen;
+			n->list_exec_mark = bc.exec_mark;
+			n->list_expires = fs_expiry(fs->cfg.dir_timeout);
+		}
+		n->nlookup++;
+		fs_fill_entry(fs, n, e);
+	} else {
+		err = p ? -ENOMEM : -ENOENT;
+	}
+	table_unlock(fs);
+	return err;
+}
+
+int fs_mkdir(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
+	     struct fs_entry *e)
+{
+	int err = fs_check_alive(fs);
+	if (err < 0)
+		return err;
+	char *path = fs_child_path_of(fs, parent, name, &err);
+	struct before_create bc = before_create(fs);
+	if (path)
+		err = sb_mkdir(fs->b, path, mode & 07777);
+	free(path);
+	if (err < 0)
+		return err;
+	return new_child(fs, parent, name, S_IFDIR | (mode & 07777), 4096,
+			 NULL, bc, e);
+}
+
+int fs_symlink(struct fs *fs, const char *target, uint64_t parent,
+	       const char *name, struct fs_entry *e)
+{
+	int err = fs_check_alive(fs);
+	if (err < 0)
+		return err;
+	char *path = fs_child_path_of(fs, parent, name, &err);
+	if (path)
+		err = sb_symlink(fs->b, target, path);
+	free(path);
+	if (err < 0)
+		return err;
+	return new_child(fs, parent, name, S_IFLNK | 0777,
+			 (off_t)strlen(target), target, NOT_A_DIR, e);
+}
+
+int fs_mknod(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
+	     struct fs_entry *e)
+{
+	int err = fs_check_alive(fs);
+	if (err < 0)
+		return err;
+	if (!S_ISREG(mode))
+		return -EPERM; /* FIFOs and devices would be the host's */
+	char *path = fs_child_path_of(fs, parent, name, &err);
+	if (path) {
+		/* An empty upload creates the file with its mode. */
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		err = fd < 0 ? -errno : sb_write_file(fs->b, path, fd, 0, mode & 07777);
+		if (fd >= 0)
+			close(fd);
+	}
+	free(path);
+	if (err < 0)
+		return err;
+	return new_child(fs, parent, name, S_IFREG | (mode & 07777), 0, NULL,
+			 NOT_A_DIR, e);
+}
+
+/* The other names of a hard-linked file: their cached link count (and
+ * ctime) changed with a link or unlink elsewhere. */
+struct same_file {
+	dev_t dev;
+	ino_t ino;
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static void collect_same_file(struct node *n, void *arg)
+{
+	struct same_file *s = arg;
+	/* attributes forgotten earlier still name the file they were of */
+	if (S_ISDIR(n->st.st_mode) || n->guest_ino != s->ino ||
+	    n->guest_dev != s->dev)
+		return;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		uint64_t *v = realloc(s->v, cap * sizeof *v);
+		if (!v)
+			return;
+		s->v = v;
+		s->cap = cap;
+	}
+	node_forget_attr(n);
+	s->v[s->n++] = n->ino;
+}
+
+/* Forgets the attributes of every node that is the sandbox file
+ * (dev, ino), here and in the kernel. Table lock not held. */
+void fs_forget_same_file(struct fs *fs, dev_t dev, ino_t ino)
+{
+	if (ino == 0) /* a backend that does not report inodes */
+		return;
+	struct same_file s = {.dev = dev, .ino = ino};
+	table_lock(fs);
+	node_walk(fs->t.root, collect_same_file, &s);
+	table_unlock(fs);
+	/* Outside the table lock: the kernel may call back into us. */
+	for (size_t i = 0; i < s.n; i++)
+		fs_notify_inode(fs, s.v[i], -1, 0);
+	free(s.v);
+}
+
+/* A file still only in its spool (new, or written and not uploaded) is
+ * uploaded first, so the new name shares what the old one shows. */
+static int upload_before_link(struct fs *fs, uint64_t ino, const char *from)
+{
+	table_lock(fs);
+	struct node *n = node_by_ino(&fs->t, ino);
+	struct file_state *f = n ? fs_pin_file(fs, n) : NULL;
+	table_unlock(fs);
+	if (!f)
+		return n ? 0 : -ENOENT;
+	file_lock(f);
+	int err = f->dirty ? fs_upload_locked(fs, n, f, from) : 0;
+	file_unlock(f);
+	fs_unpin_file(fs, ino);
+	return err;
+}
+
+/* Records the new name of a linked file: both names are one file, and
+ * what the sandbox says of it now (st) holds for both. Table lock NOT
+ * held. */
+static int record_link(struct fs *fs, uint64_t ino, uint64_t newparent,
+		       const char *newname, struct stat *st,
+		       const char *target, struct fs_entry *e)
+{
+	int err = 0;
+	table_lock(fs);
+	struct node *p = node_by_ino(&fs->t, newparent);
+	struct node *n = p ? node_child_get(&fs->t, p, newname) : NULL;
+	struct node *old = node_by_ino(&fs->t, ino);
+	if (p)
+		node_entries_changed(p); /* a new name: its mtime and ctime */
+	if (n) {
+		struct stat copy = *st;
+		fs_record_attr(fs, n, st, target);
+		if (old && old != n)
+			fs_record_attr(fs, old, &copy, target);
+		n->seen_mark = p->list_mark;
+		n->nlookup++;
+		fs_fill_entry(fs, n, e);
+	} else {
+		err = p ? -ENOMEM : -ENOENT;
+	}
+	table_unlock(fs);
+	return err;
+}
+
+int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
+	    const char *newname, struct fs_entry *e, struct fs_later *later)
+{
+	int err = fs_check_alive(fs);
+	if (err < 0)
+		return err;
+	char *from = fs_path_of(fs, ino, &err);
+	char *to = from ? fs_child_path_of(fs, newparent, newname, &err) : NULL;
+	if (to)
+		err = upload_before_link(fs, ino, from);
+	if (to && err == 0)
+		err = sb_link(fs->b, from, to);
+	struct stat st;
+	char *target = NULL;
+	if (to && err == 0)
+		err = sb_stat(fs->b, to, &st, &target);
+	free(from);
+	free(to);
+	if (err == 0) {
+		fs_forget_same_file(fs, st.st_dev, st.st_ino);
+		err = record_link(fs, ino, newparent, newname, &st, target, e);
+	}
+	free(target);
+	/* The kernel keeps the old name's link count otherwise. After the
+	 * reply: it updates that inode's ctime when the reply comes. */
+	if (err == 0)
+		later->inval_attrs = ino;
+	return err;
+}

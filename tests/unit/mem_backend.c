@@ -1,0 +1,662 @@
+#include "tests/unit/mem_backend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct mnode {
+	char *name;
+	struct stat st;
+	char *data;       /* regular files */
+	char *link;       /* symlinks */
+	struct mnode *parent, *kids, *next;
+};
+
+struct mfault {
+	enum sb_call kind;
+	char *path;
+	int err;
+	unsigned times;
+};
+
+#define MEM_FAULTS 16
+
+struct mem {
+	pthread_mutex_t lock;
+	struct mnode *root;
+	ino_t next_ino;
+	long tick;        /* mtimes: one second per change, never equal */
+	struct mfault faults[MEM_FAULTS];
+	char *log;
+	size_t log_len;
+};
+
+static struct mem *mem_of(struct sb_backend *b) { return b->priv; }
+
+/* ---- the tree (m->lock held) ---- */
+
+static struct mnode *node_new(struct mem *m, const char *name, mode_t mode)
+{
+	struct mnode *n = calloc(1, sizeof *n);
+	n->name = strdup(name);
+	n->st.st_mode = mode;
+	n->st.st_ino = ++m->next_ino;
+	n->st.st_dev = 42;
+	n->st.st_nlink = S_ISDIR(mode) ? 2 : 1;
+	n->st.st_uid = MEM_GUEST_UID;
+	n->st.st_gid = MEM_GUEST_GID;
+	n->st.st_mtim.tv_sec = ++m->tick;
+	n->st.st_ctim = n->st.st_atim = n->st.st_mtim;
+	return n;
+}
+
+static void node_free(struct mnode *n)
+{
+	while (n->kids) {
+		struct mnode *k = n->kids;
+		n->kids = k->next;
+		node_free(k);
+	}
+	free(n->name);
+	free(n->data);
+	free(n->link);
+	free(n);
+}
+
+static struct mnode *kid(struct mnode *d, const char *name, size_t len)
+{
+	for (struct mnode *k = d->kids; k; k = k->next)
+		if (strlen(k->name) == len && memcmp(k->name, name, len) == 0)
+			return k;
+	return NULL;
+}
+
+/* The node at path, or NULL; *parent: the directory that would hold it
+ * and *leaf its last name, when every component before it exists. */
+static struct mnode *walk(struct mem *m, const char *path,
+			  struct mnode **parent, const char **leaf)
+{
+	struct mnode *n = m->root;
+	const char *p = path;
+	if (parent)
+		*parent = NULL;
+	for (;;) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			return n;
+		size_t len = strcspn(p, "/");
+		const char *rest = p + len;
+		while (*rest == '/')
+			rest++;
+		if (!n || !S_ISDIR(n->st.st_mode))
+			return NULL;
+		struct mnode *k = kid(n, p, len);
+		if (!*rest) {
+			if (parent) {
+				*parent = n;
+				*leaf = p;
+			}
+			return k;
+		}
+		n = k;
+		p = rest;
+	}
+}
+
+static void attach(struct mnode *d, struct mnode *n)
+{
+	n->parent = d;
+	n->next = d->kids;
+	d->kids = n;
+	if (S_ISDIR(n->st.st_mode))
+		d->st.st_nlink++;
+}
+
+static void detach(struct mnode *n)
+{
+	struct mnode **pp = &n->parent->kids;
+	while (*pp != n)
+		pp = &(*pp)->next;
+	*pp = n->next;
+	if (S_ISDIR(n->st.st_mode))
+		n->parent->st.st_nlink--;
+	n->parent = NULL;
+	n->next = NULL;
+}
+
+static void touch(struct mem *m, struct mnode *n)
+{
+	n->st.st_mtim.tv_sec = ++m->tick;
+	n->st.st_mtim.tv_nsec = 0;
+	n->st.st_ctim = n->st.st_mtim;
+}
+
+static void log_line(struct mem *m, const char *what, const char *a,
+		     const char *b)
+{
+	char *line;
+	int len = asprintf(&line, "%s %s%s%s\n", what, a, b ? " " : "", b ? b : "");
+	if (len < 0)
+		return;
+	m->log = realloc(m->log, m->log_len + (size_t)len + 1);
+	memcpy(m->log + m->log_len, line, (size_t)len + 1);
+	m->log_len += (size_t)len;
+	free(line);
+}
+
+/* A planned failure for this call, consumed; 0 if none. */
+static int fault(struct mem *m, enum sb_call kind, const char *path)
+{
+	for (int i = 0; i < MEM_FAULTS; i++) {
+		struct mfault *f = &m->faults[i];
+		if (f->times == 0 || f->kind != kind ||
+		    (f->path && (!path || strcmp(f->path, path) != 0)))
+			continue;
+		f->times--;
+		return f->err;
+	}
+	return 0;
+}
+
+/* Makes a new entry under path's parent. */
+static int make(struct mem *m, const char *path, mode_t mode,
+		struct mnode **out)
+{
+	struct mnode *d;
+	const char *leaf;
+	if (walk(m, path, &d, &leaf))
+		return -EEXIST;
+	if (!d)
+		return -ENOENT;
+	*out = node_new(m, leaf, mode);
+	attach(d, *out);
+	touch(m, d);
+	return 0;
+}
+
+static int make(struct mem *m, const char *path, mode_t mode,
+		struct mnode **out);
+
+/* Makes every missing directory of path. */
+static void make_dirs(struct mem *m, const char *path)
+{
+	char *dir = strdup(path);
+	for (char *c = dir + 1;; c++) {
+		if (*c != '/' && *c != '\0')
+			continue;
+		char keep = *c;
+		*c = '\0';
+		struct mnode *x;
+		if (!walk(m, dir, NULL, NULL))
+			make(m, dir, S_IFDIR | 0755, &x);
+		*c = keep;
+		if (!keep)
+			break;
+	}
+	free(dir);
+}
+
+static int set_data(struct mem *m, const char *path, const char *data,
+		    size_t size, mode_t mode, bool mkparents)
+{
+	struct mnode *n = walk(m, path, NULL, NULL);
+	if (!n && mkparents) {
+		char *dir = strdup(path);
+		char *slash = strrchr(dir, '/');
+		if (slash && slash != dir) {
+			*slash = '\0';
+			make_dirs(m, dir);
+		}
+		free(dir);
+	}
+	if (n && S_ISDIR(n->st.st_mode))
+		return -EISDIR;
+	if (!n) {
+		int r = make(m, path, S_IFREG | (mode & 07777), &n);
+		if (r < 0)
+			return r;
+	}
+	free(n->data);
+	n->data = malloc(size + 1);
+	memcpy(n->data, data, size);
+	n->data[size] = '\0';
+	n->st.st_size = (off_t)size;
+	touch(m, n);
+	return 0;
+}
+
+/* ---- ops ---- */
+
+#define ENTER(kind, path)                                  \
+	struct mem *m = mem_of(b);                         \
+	pthread_mutex_lock(&m->lock);                      \
+	int r = fault(m, (kind), (path));                  \
+	if (r < 0) {                                       \
+		pthread_mutex_unlock(&m->lock);            \
+		return r;                                  \
+	}
+
+#define LEAVE()                                            \
+	pthread_mutex_unlock(&m->lock);                    \
+	return r
+
+static int op_create(struct sb_backend *b, const struct sb_spec *spec)
+{
+	(void)spec;
+	struct mem *m = calloc(1, sizeof *m);
+	pthread_mutex_init(&m->lock, NULL);
+	m->root = node_new(m, "", S_IFDIR | 0755);
+	struct mnode *w;
+	make(m, SB_DEFAULT_WORKDIR, S_IFDIR | 0755, &w);
+	b->priv = m;
+	b->guest_uid = MEM_GUEST_UID;
+	b->guest_gid = MEM_GUEST_GID;
+	snprintf(b->id, sizeof b->id, "mem");
+	return 0;
+}
+
+static void op_release(struct sb_backend *b)
+{
+	struct mem *m = mem_of(b);
+	if (!m)
+		return;
+	node_free(m->root);
+	for (int i = 0; i < MEM_FAULTS; i++)
+		free(m->faults[i].path);
+	free(m->log);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+	b->priv = NULL;
+}
+
+static int op_destroy(struct sb_backend *b)
+{
+	(void)b;
+	return 0;
+}
+
+/* The dispatcher's in-guest read script (shell_read): argv is sh -c
+ * SCRIPT sh PATH SKIP COUNT, in 64 KiB blocks; the answer is the
+ * identity line, then the bytes. */
+static int read_script(struct sb_backend *b, const struct sb_exec_req *req,
+		       struct sb_exec_result *res)
+{
+	ENTER(SB_CALL_READ, req->argv[4]);
+	struct mnode *n = walk(m, req->argv[4], NULL, NULL);
+	if (!n)
+		res->exit_code = 100;
+	else if (S_ISDIR(n->st.st_mode))
+		res->exit_code = 102;
+	else if (!S_ISREG(n->st.st_mode))
+		res->exit_code = 101;
+	if (res->exit_code) {
+		LEAVE();
+	}
+	off_t skip = (off_t)strtoull(req->argv[5], NULL, 10) * 65536;
+	off_t count = (off_t)strtoull(req->argv[6], NULL, 10) * 65536;
+	char ident[128];
+	int len = snprintf(ident, sizeof ident, "%jd %ju %ld.%09ld %ld\n",
+			   (intmax_t)n->st.st_size, (uintmax_t)n->st.st_ino,
+			   (long)n->st.st_mtim.tv_sec, n->st.st_mtim.tv_nsec,
+			   (long)n->st.st_ctim.tv_sec);
+	off_t end = skip + count < n->st.st_size ? skip + count : n->st.st_size;
+	size_t got = end > skip ? (size_t)(end - skip) : 0;
+	char *copy = malloc(got + 1);
+	if (got)
+		memcpy(copy, n->data + skip, got);
+	/* Output goes out without the lock: the sink may take fs locks. */
+	pthread_mutex_unlock(&m->lock);
+	r = req->on_stdout ? req->on_stdout(req->cb_arg, ident, (size_t)len) : 0;
+	if (r == 0 && got && req->on_stdout)
+		r = req->on_stdout(req->cb_arg, copy, got);
+	free(copy);
+	return r;
+}
+
+static int op_exec(struct sb_backend *b, const struct sb_exec_req *req,
+		   struct sb_exec_result *res)
+{
+	const char *const *a = req->argv;
+	if (a[0] && a[1] && a[2] && strcmp(a[0], "sh") == 0 &&
+	    strstr(a[2], "dd bs=65536") && a[3] && a[4] && a[5] && a[6])
+		return read_script(b, req, res);
+	res->exit_code = 127; /* no other command runs here */
+	return 0;
+}
+
+static int op_write_file(struct sb_backend *b, const char *path, int fd,
+			 off_t size, mode_t mode)
+{
+	ENTER(SB_CALL_WRITE, path);
+	char *buf = malloc((size_t)size + 1);
+	ssize_t got = size ? pread(fd, buf, (size_t)size, 0) : 0;
+	if (got != size)
+		r = -EIO;
+	else
+		r = set_data(m, path, buf, (size_t)size, mode, true);
+	free(buf);
+	if (r == 0)
+		log_line(m, "write", path, NULL);
+	LEAVE();
+}
+
+static int op_list_dir(struct sb_backend *b, const char *path,
+		       struct sb_dirlist *out)
+{
+	ENTER(SB_CALL_LIST, path);
+	struct mnode *d = walk(m, path, NULL, NULL);
+	if (!d)
+		r = -ENOENT;
+	else if (!S_ISDIR(d->st.st_mode))
+		r = -ENOTDIR;
+	for (struct mnode *k = d && r == 0 ? d->kids : NULL; k; k = k->next) {
+		struct sb_dirent *e = sb_dirlist_add(out, k->name);
+		if (!e) {
+			r = -ENOMEM;
+			break;
+		}
+		e->st = k->st;
+		e->link_target = k->link ? strdup(k->link) : NULL;
+	}
+	LEAVE();
+}
+
+static int op_stat(struct sb_backend *b, const char *path, struct stat *st,
+		   char **link_target)
+{
+	ENTER(SB_CALL_STAT, path);
+	struct mnode *n = walk(m, path, NULL, NULL);
+	if (!n) {
+		r = -ENOENT;
+	} else {
+		*st = n->st;
+		if (link_target)
+			*link_target = n->link ? strdup(n->link) : NULL;
+	}
+	LEAVE();
+}
+
+static int op_mkdir(struct sb_backend *b, const char *path, mode_t mode)
+{
+	ENTER(SB_CALL_MKDIR, path);
+	struct mnode *n;
+	r = make(m, path, S_IFDIR | (mode & 07777), &n);
+	if (r == 0)
+		log_line(m, "mkdir", path, NULL);
+	LEAVE();
+}
+
+static int remove_locked(struct mem *m, const char *path, bool is_dir)
+{
+	struct mnode *n = walk(m, path, NULL, NULL);
+	if (!n)
+		return -ENOENT;
+	if (is_dir && !S_ISDIR(n->st.st_mode))
+		return -ENOTDIR;
+	if (!is_dir && S_ISDIR(n->st.st_mode))
+		return -EISDIR;
+	if (is_dir && n->kids)
+		return -ENOTEMPTY;
+	struct mnode *d = n->parent;
+	detach(n);
+	node_free(n);
+	touch(m, d);
+	log_line(m, "remove", path, NULL);
+	return 0;
+}
+
+static int op_remove(struct sb_backend *b, const char *path, bool is_dir)
+{
+	ENTER(SB_CALL_REMOVE, path);
+	r = remove_locked(m, path, is_dir);
+	LEAVE();
+}
+
+static int op_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n)
+{
+	ENTER(SB_CALL_REMOVE, NULL);
+	for (size_t i = 0; i < n; i++) {
+		v[i].rc = fault(m, SB_CALL_REMOVE, v[i].path);
+		if (v[i].rc == 0)
+			v[i].rc = remove_locked(m, v[i].path, v[i].is_dir);
+		if (v[i].rc < 0 && r == 0)
+			r = v[i].rc;
+	}
+	LEAVE();
+}
+
+static int op_rename(struct sb_backend *b, const char *from, const char *to,
+		     bool noreplace)
+{
+	ENTER(SB_CALL_RENAME, from);
+	struct mnode *n = walk(m, from, NULL, NULL), *d;
+	const char *leaf;
+	struct mnode *old = walk(m, to, &d, &leaf);
+	if (!n) {
+		r = -ENOENT;
+	} else if (!d) {
+		r = -ENOENT;
+	} else if (old && noreplace) {
+		r = -EEXIST;
+	} else if (old && old != n) {
+		if (S_ISDIR(old->st.st_mode) && old->kids)
+			r = -ENOTEMPTY;
+		else if (S_ISDIR(old->st.st_mode) != S_ISDIR(n->st.st_mode))
+			r = S_ISDIR(old->st.st_mode) ? -EISDIR : -ENOTDIR;
+		if (r == 0) {
+			detach(old);
+			node_free(old);
+		}
+	}
+	if (r == 0 && old != n) {
+		struct mnode *from_dir = n->parent;
+		detach(n);
+		free(n->name);
+		n->name = strdup(leaf);
+		attach(d, n);
+		touch(m, from_dir);
+		touch(m, d);
+		n->st.st_ctim.tv_sec = m->tick;
+		log_line(m, "rename", from, to);
+	}
+	LEAVE();
+}
+
+static int op_chmod(struct sb_backend *b, const char *path, mode_t mode)
+{
+	ENTER(SB_CALL_CHMOD, path);
+	struct mnode *n = walk(m, path, NULL, NULL);
+	if (!n)
+		r = -ENOENT;
+	else
+		n->st.st_mode = (n->st.st_mode & S_IFMT) | (mode & 07777);
+	LEAVE();
+}
+
+static int op_truncate(struct sb_backend *b, const char *path, off_t size)
+{
+	ENTER(SB_CALL_TRUNCATE, path);
+	struct mnode *n = walk(m, path, NULL, NULL);
+	if (!n) {
+		r = -ENOENT;
+	} else if (!S_ISREG(n->st.st_mode)) {
+		r = -EINVAL;
+	} else {
+		n->data = realloc(n->data, (size_t)size + 1);
+		if (size > n->st.st_size)
+			memset(n->data + n->st.st_size, 0,
+			       (size_t)(size - n->st.st_size));
+		n->data[size] = '\0';
+		n->st.st_size = size;
+		touch(m, n);
+		log_line(m, "truncate", path, NULL);
+	}
+	LEAVE();
+}
+
+static int op_utimens(struct sb_backend *b, const char *path,
+		      const struct timespec ts[2])
+{
+	ENTER(SB_CALL_UTIMENS, path);
+	struct mnode *n = walk(m, path, NULL, NULL);
+	if (!n)
+		r = -ENOENT;
+	else if (ts[1].tv_nsec != UTIME_OMIT && ts[1].tv_nsec != UTIME_NOW)
+		n->st.st_mtim = ts[1];
+	LEAVE();
+}
+
+static int op_symlink(struct sb_backend *b, const char *target,
+		      const char *linkpath)
+{
+	ENTER(SB_CALL_SYMLINK, linkpath);
+	struct mnode *n;
+	r = make(m, linkpath, S_IFLNK | 0777, &n);
+	if (r == 0) {
+		n->link = strdup(target);
+		n->st.st_size = (off_t)strlen(target);
+		log_line(m, "symlink", linkpath, target);
+	}
+	LEAVE();
+}
+
+static int op_readlink(struct sb_backend *b, const char *path, char **target)
+{
+	ENTER(SB_CALL_READLINK, path);
+	struct mnode *n = walk(m, path, NULL, NULL);
+	if (!n)
+		r = -ENOENT;
+	else if (!n->link)
+		r = -EINVAL;
+	else
+		*target = strdup(n->link);
+	LEAVE();
+}
+
+static const struct sb_backend_ops mem_ops = {
+	.name = "mem",
+	.summary = "an in-memory tree (unit tests)",
+	.create = op_create,
+	.exec = op_exec,
+	.destroy = op_destroy,
+	.release = op_release,
+	.write_file = op_write_file,
+	.list_dir = op_list_dir,
+	.stat = op_stat,
+	.mkdir = op_mkdir,
+	.remove = op_remove,
+	.rename = op_rename,
+	.chmod = op_chmod,
+	.truncate = op_truncate,
+	.utimens = op_utimens,
+	.symlink = op_symlink,
+	.readlink = op_readlink,
+	.remove_many = op_remove_many,
+};
+
+/* ---- test side ---- */
+
+struct sb_backend *mem_backend_new(void)
+{
+	struct sb_spec spec;
+	sb_spec_init(&spec);
+	char err[256];
+	return sb_backend_create(&mem_ops, &spec, false, err, sizeof err);
+}
+
+void mem_backend_free(struct sb_backend *b)
+{
+	sb_backend_free(b);
+}
+
+int mem_put(struct sb_backend *b, const char *path, const char *data)
+{
+	struct mem *m = mem_of(b);
+	pthread_mutex_lock(&m->lock);
+	int r = set_data(m, path, data, strlen(data), 0644, true);
+	pthread_mutex_unlock(&m->lock);
+	return r;
+}
+
+int mem_mkdirs(struct sb_backend *b, const char *path)
+{
+	struct mem *m = mem_of(b);
+	pthread_mutex_lock(&m->lock);
+	make_dirs(m, path);
+	struct mnode *n = walk(m, path, NULL, NULL);
+	pthread_mutex_unlock(&m->lock);
+	return n && S_ISDIR(n->st.st_mode) ? 0 : -ENOTDIR;
+}
+
+int mem_remove(struct sb_backend *b, const char *path)
+{
+	struct mem *m = mem_of(b);
+	pthread_mutex_lock(&m->lock);
+	struct mnode *n = walk(m, path, NULL, NULL);
+	int r = n ? remove_locked(m, path, S_ISDIR(n->st.st_mode)) : -ENOENT;
+	pthread_mutex_unlock(&m->lock);
+	return r;
+}
+
+char *mem_get(struct sb_backend *b, const char *path)
+{
+	struct mem *m = mem_of(b);
+	pthread_mutex_lock(&m->lock);
+	struct mnode *n = walk(m, path, NULL, NULL);
+	char *d = n && S_ISREG(n->st.st_mode) ? strdup(n->data ? n->data : "") : NULL;
+	pthread_mutex_unlock(&m->lock);
+	return d;
+}
+
+bool mem_exists(struct sb_backend *b, const char *path)
+{
+	struct mem *m = mem_of(b);
+	pthread_mutex_lock(&m->lock);
+	bool e = walk(m, path, NULL, NULL) != NULL;
+	pthread_mutex_unlock(&m->lock);
+	return e;
+}
+
+void mem_fail(struct sb_backend *b, enum sb_call kind, const char *path,
+	      int err, unsigned times)
+{
+	struct mem *m = mem_of(b);
+	pthread_mutex_lock(&m->lock);
+	for (int i = 0; i < MEM_FAULTS; i++) {
+		struct mfault *f = &m->faults[i];
+		if (f->times)
+			continue;
+		free(f->path);
+		*f = (struct mfault){.kind = kind, .err = err, .times = times,
+				     .path = path ? strdup(path) : NULL};
+		break;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+const char *mem_log(struct sb_backend *b)
+{
+	struct mem *m = mem_of(b);
+	return m->log ? m->log : "";
+}
+
+void mem_log_clear(struct sb_backend *b)
+{
+	struct mem *m = mem_of(b);
+	pthread_mutex_lock(&m->lock);
+	free(m->log);
+	m->log = NULL;
+	m->log_len = 0;
+	pthread_mutex_unlock(&m->lock);
+}
+
+unsigned long mem_calls(struct sb_backend *b, enum sb_call kind)
+{
+	return (unsigned long)atomic_load(&b->counters.calls[kind]);
+}

@@ -1,0 +1,608 @@
+/* The fs core driven directly, without FUSE and without a sandbox: the
+ * operations of fs_ops.h over the in-memory backend (mem_backend.h).
+ * Namespace, listing cache, eviction, rename over an open file,
+ * write-back ordering, failure paths, notifications, lock order. */
+#include "tests/unit/unit.h"
+#include "tests/unit/mem_backend.h"
+#include "fs/fs_internal.h"
+#include "fs/writeback.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ROOT NODE_ROOT_INO
+#define W "/workspace"
+
+struct t {
+	struct sb_backend *b;
+	struct fs fs;
+	char spool[64];
+};
+
+static void setup_with(struct t *t, bool writeback, size_t max_nodes)
+{
+	t->b = mem_backend_new();
+	snprintf(t->spool, sizeof t->spool, "/tmp/sbfs-unit-fs-XXXXXX");
+	if (!t->b || !mkdtemp(t->spool)) {
+		fprintf(stderr, "setup failed\n");
+		exit(2);
+	}
+	struct fs_config cfg = {
+		.attr_timeout = 60, .dir_timeout = 60, .spool_dir = t->spool,
+		.writeback = writeback, .max_nodes = max_nodes,
+	};
+	CHECK_INT(fs_init(&t->fs, t->b, &cfg), 0);
+	/* The journal's pointer goes in a state directory of the test's own:
+	 * mounts running meanwhile recover orphaned journals from theirs. */
+	char state[96];
+	snprintf(state, sizeof state, "%s/state", t->spool);
+	setenv("XDG_STATE_HOME", state, 1);
+	char err[256];
+	if (writeback && wb_start(&t->fs, "unit", err, sizeof err) < 0) {
+		fprintf(stderr, "wb_start: %s\n", err);
+		exit(2);
+	}
+}
+
+static void setup(struct t *t) { setup_with(t, false, 0); }
+
+static void teardown(struct t *t)
+{
+	wb_stop(&t->fs, false);
+	fs_destroy(&t->fs);
+	mem_backend_free(t->b);
+	static const char *const made[] = {"state/sbfs/journal", "state/sbfs",
+					   "state", ""};
+	for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
+		char p[128];
+		snprintf(p, sizeof p, "%s/%s", t->spool, made[i]);
+		rmdir(p);
+	}
+}
+
+/* The inode of parent/name, or 0. */
+static uint64_t look(struct t *t, uint64_t parent, const char *name)
+{
+	struct fs_entry e;
+	return fs_lookup(&t->fs, parent, name, &e) == 0 ? e.ino : 0;
+}
+
+static unsigned long asks(struct t *t)
+{
+	return mem_calls(t->b, SB_CALL_STAT) + mem_calls(t->b, SB_CALL_LIST);
+}
+
+/* Creates parent/name with data, closed; the handle's inode. */
+static uint64_t make_file(struct t *t, uint64_t parent, const char *name,
+			  const char *data, struct fs_open *o)
+{
+	struct fs_entry e;
+	o->flags = O_WRONLY | O_CREAT;
+	o->keep_cache = false;
+	if (fs_create(&t->fs, parent, name, 0644, o, &e) < 0)
+		return 0;
+	CHECK_INT(fs_write(&t->fs, e.ino, o->fh, data, strlen(data), 0),
+		  (long long)strlen(data));
+	return e.ino;
+}
+
+static void list_dir(struct t *t, uint64_t ino)
+{
+	struct fs_dir *d;
+	CHECK_INT(fs_opendir(&t->fs, ino, &d), 0);
+	if (d)
+		fs_releasedir(&t->fs, ino, d);
+}
+
+/* ---- namespace ---- */
+
+static void test_lookup(void)
+{
+	struct t t;
+	setup(&t);
+	mem_put(t.b, W "/a", "hi");
+	struct fs_entry e;
+	CHECK_INT(fs_lookup(&t.fs, ROOT, "a", &e), 0);
+	CHECK(S_ISREG(e.attr.st_mode));
+	CHECK_INT(e.attr.st_size, 2);
+	CHECK_INT(e.attr.st_uid, getuid()); /* the sandbox user shows as us */
+	CHECK(e.attr_timeout > 0);
+	unsigned long before = asks(&t);
+	CHECK_INT(look(&t, ROOT, "a"), e.ino); /* cached: no call */
+	CHECK_INT(asks(&t), before);
+	CHECK_INT(fs_lookup(&t.fs, ROOT, "missing", &e), -ENOENT);
+	CHECK_INT(fs_lookup(&t.fs, ROOT, "a/b", &e), -EINVAL);
+	CHECK_INT(fs_lookup(&t.fs, 999, "a", &e), -ENOENT);
+	teardown(&t);
+}
+
+static void test_create_upload(void)
+{
+	struct t t;
+	setup(&t);
+	struct fs_open o;
+	uint64_t ino = make_file(&t, ROOT, "new", "hello", &o);
+	CHECK(ino != 0);
+	/* nothing reaches the sandbox before the close */
+	CHECK(!mem_exists(t.b, W "/new"));
+	CHECK_INT(look(&t, ROOT, "new"), ino);
+	struct stat st;
+	double timeout;
+	CHECK_INT(fs_getattr(&t.fs, ino, &st, &timeout), 0);
+	CHECK_INT(st.st_size, 5); /* the spool's size while dirty */
+	CHECK_INT(fs_flush(&t.fs, ino, o.fh), 0);
+	char *got = mem_get(t.b, W "/new");
+	CHECK(got && strcmp(got, "hello") == 0);
+	free(got);
+	fs_release(&t.fs, ino, o.fh);
+	struct fs_entry e;
+	CHECK_INT(look(&t, ROOT, "new"), ino); /* the kernel looks up first */
+	CHECK_INT(fs_create(&t.fs, ROOT, "new", 0644,
+			    &(struct fs_open){.flags = O_CREAT | O_EXCL}, &e),
+		  -EEXIST);
+	teardown(&t);
+}
+
+static void test_rename_unlink(void)
+{
+	struct t t;
+	setup(&t);
+	mem_put(t.b, W "/d/x", "data");
+	uint64_t d = look(&t, ROOT, "d"), x = look(&t, d, "x");
+	CHECK(d && x);
+	CHECK_INT(fs_rename(&t.fs, d, "x", ROOT, "y", 0), 0);
+	CHECK(mem_exists(t.b, W "/y"));
+	CHECK(!mem_exists(t.b, W "/d/x"));
+	unsigned long before = asks(&t);
+	CHECK_INT(look(&t, ROOT, "y"), x); /* the node moved, still fresh */
+	CHECK_INT(asks(&t), before);
+	CHECK_INT(look(&t, d, "x"), 0);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "y", ROOT, "z", 4), -EINVAL);
+	mem_put(t.b, W "/other", "o");
+	CHECK(look(&t, ROOT, "other") != 0);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "y", ROOT, "other", RENAME_NOREPLACE),
+		  -EEXIST);
+	CHECK_INT(fs_unlink(&t.fs, ROOT, "y"), 0);
+	CHECK(!mem_exists(t.b, W "/y"));
+	CHECK_INT(look(&t, ROOT, "y"), 0);
+	CHECK_INT(fs_unlink(&t.fs, ROOT, "y"), -ENOENT);
+	CHECK_INT(fs_rmdir(&t.fs, ROOT, "d"), 0);
+	CHECK(!mem_exists(t.b, W "/d"));
+	teardown(&t);
+}
+
+static void test_mkdir_symlink(void)
+{
+	struct t t;
+	setup(&t);
+	struct fs_entry e;
+	CHECK_INT(fs_mkdir(&t.fs, ROOT, "m", 0755, &e), 0);
+	CHECK(S_ISDIR(e.attr.st_mode));
+	uint64_t m = e.ino;
+	/* a new directory is empty: lookups inside need no call */
+	unsigned long before = asks(&t);
+	CHECK_INT(fs_lookup(&t.fs, m, "nothing", &e), -ENOENT);
+	CHECK_INT(asks(&t), before);
+	CHECK_INT(fs_symlink(&t.fs, "target", m, "l", &e), 0);
+	CHECK(S_ISLNK(e.attr.st_mode));
+	char *shown = NULL;
+	CHECK_INT(fs_readlink(&t.fs, e.ino, &shown), 0);
+	CHECK(shown && strcmp(shown, "target") == 0);
+	free(shown);
+	CHECK_INT(fs_mknod(&t.fs, m, "fifo", S_IFIFO | 0644, &e), -EPERM);
+	CHECK_INT(fs_mkdir(&t.fs, ROOT, "m", 0755, &e), -EEXIST);
+	CHECK_INT(fs_rmdir(&t.fs, ROOT, "m"), -ENOTEMPTY);
+	teardown(&t);
+}
+
+/* ---- the listing cache ---- */
+
+static void test_listing_answers_absent(void)
+{
+	struct t t;
+	setup(&t);
+	mem_put(t.b, W "/dir/a", "1");
+	mem_put(t.b, W "/dir/b", "2");
+	uint64_t dir = look(&t, ROOT, "dir");
+	list_dir(&t, dir);
+	unsigned long before = asks(&t);
+	CHECK_INT(look(&t, dir, "nope"), 0);
+	CHECK(look(&t, dir, "a") != 0);
+	CHECK_INT(asks(&t), before); /* the listing answered both */
+	/* names a listing holds come back from readdir, "." and ".." first */
+	struct fs_dir *d;
+	CHECK_INT(fs_opendir(&t.fs, dir, &d), 0);
+	CHECK_INT(asks(&t), before); /* still fresh */
+	fs_releasedir(&t.fs, dir, d);
+	teardown(&t);
+}
+
+/* A listing of a directory's parent marks the directory as named by it;
+ * it must not make the names the directory's own listing holds look
+ * absent (before 7d84653 one counter served both: ENOENT for an existing
+ * file once its attributes were no longer fresh). */
+static void test_parent_listing_keeps_child_listing(void)
+{
+	struct t t;
+	setup(&t);
+	mem_put(t.b, W "/p/c/f", "x");
+	uint64_t p = look(&t, ROOT, "p"), c = look(&t, p, "c");
+	list_dir(&t, c); /* c's listing names f */
+	/* p's listings name c, twice (the second once the first expired),
+	 * so that no count of p's listings can equal one of c's by chance */
+	for (int i = 0; i < 2; i++) {
+		list_dir(&t, p);
+		table_lock(&t.fs);
+		node_by_ino(&t.fs.t, p)->list_set = false;
+		table_unlock(&t.fs);
+	}
+	table_lock(&t.fs);
+	struct node *pc = node_by_ino(&t.fs.t, c);
+	struct node *f = pc ? node_child(&t.fs.t, pc, "f") : NULL;
+	CHECK(f != NULL);
+	if (f)
+		node_forget_attr(f); /* as after a read saw it change */
+	table_unlock(&t.fs);
+	struct fs_entry e;
+	CHECK_INT(fs_lookup(&t.fs, c, "f", &e), 0);
+	CHECK_INT(e.attr.st_size, 1);
+	teardown(&t);
+}
+
+static void test_listing_drops_removed_names(void)
+{
+	struct t t;
+	setup(&t);
+	mem_put(t.b, W "/dir/a", "1");
+	uint64_t dir = look(&t, ROOT, "dir");
+	CHECK(look(&t, dir, "a") != 0);
+	mem_remove(t.b, W "/dir/a"); /* behind the mount's back */
+	mem_put(t.b, W "/dir/b", "2");
+	fs_invalidate(&t.fs, "/dir"); /* a refresh */
+	list_dir(&t, dir);
+	CHECK_INT(look(&t, dir, "a"), 0);
+	CHECK(look(&t, dir, "b") != 0);
+	teardown(&t);
+}
+
+/* ---- eviction ---- */
+
+static void test_eviction(void)
+{
+	struct t t;
+	setup_with(&t, false, 4);
+	char name[16];
+	for (int i = 0; i < 10; i++) {
+		char path[64];
+		snprintf(path, sizeof path, W "/big/f%d", i);
+		mem_put(t.b, path, "z");
+	}
+	uint64_t big = look(&t, ROOT, "big");
+	list_dir(&t, big);
+	CHECK(t.fs.t.count >= 12);
+	uint64_t f0 = look(&t, big, "f0");
+	fs_forget(&t.fs, f0, 1); /* past the bound: a sweep */
+	CHECK(t.fs.t.count <= 4);
+	CHECK(t.fs.t.evicted >= 8);
+	/* the listing no longer vouches for the names that went */
+	unsigned long before = asks(&t);
+	for (int i = 0; i < 10; i++) {
+		snprintf(name, sizeof name, "f%d", i);
+		CHECK(look(&t, big, name) != 0);
+	}
+	CHECK(asks(&t) > before);
+	/* what the kernel holds stays */
+	CHECK(node_by_ino(&t.fs.t, big) != NULL);
+	teardown(&t);
+}
+
+/* ---- open files ---- */
+
+static void test_rename_over_open_file(void)
+{
+	struct t t;
+	setup(&t);
+	struct fs_open o;
+	uint64_t old = make_file(&t, ROOT, "t", "old!", &o);
+	CHECK_INT(fs_flush(&t.fs, old, o.fh), 0);
+	mem_put(t.b, W "/src", "new");
+	uint64_t src = look(&t, ROOT, "src");
+	CHECK_INT(fs_rename(&t.fs, ROOT, "src", ROOT, "t", 0), 0);
+	CHECK_INT(look(&t, ROOT, "t"), src);
+	char buf[16] = "";
+	struct fs_later later = {0};
+	CHECK_INT(fs_read(&t.fs, old, o.fh, buf, sizeof buf, 0, &later), 4);
+	CHECK(memcmp(buf, "old!", 4) == 0);
+	/* the replaced file lives on in its spool, never uploaded again */
+	CHECK_INT(fs_write(&t.fs, old, o.fh, "ZZ", 2, 0), 2);
+	CHECK_INT(fs_flush(&t.fs, old, o.fh), 0);
+	fs_release(&t.fs, old, o.fh);
+	char *got = mem_get(t.b, W "/t");
+	CHECK(got && strcmp(got, "new") == 0);
+	free(got);
+	struct stat st;
+	double timeout;
+	CHECK_INT(fs_getattr(&t.fs, old, &st, &timeout), 0);
+	CHECK_INT(st.st_nlink, 0);
+	teardown(&t);
+}
+
+/* An open file never read holds nothing of its content: replaced, it
+ * fetches it first, while the sandbox still has it. */
+static void test_rename_over_unread_open_file(void)
+{
+	struct t t;
+	setup(&t);
+	mem_put(t.b, W "/t", "remote content");
+	uint64_t old = look(&t, ROOT, "t");
+	struct fs_open o = {.flags = O_RDONLY};
+	CHECK_INT(fs_open(&t.fs, old, &o), 0);
+	mem_put(t.b, W "/s", "x");
+	CHECK(look(&t, ROOT, "s") != 0);
+	unsigned long reads = mem_calls(t.b, SB_CALL_READ);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "s", ROOT, "t", 0), 0);
+	CHECK(mem_calls(t.b, SB_CALL_READ) > reads);
+	char buf[32] = "";
+	struct fs_later later = {0};
+	CHECK_INT(fs_read(&t.fs, old, o.fh, buf, sizeof buf, 0, &later), 14);
+	CHECK(memcmp(buf, "remote content", 14) == 0);
+	fs_release(&t.fs, old, o.fh);
+	teardown(&t);
+}
+
+static void test_read_through_spool(void)
+{
+	struct t t;
+	setup(&t);
+	mem_put(t.b, W "/r", "abcdef");
+	uint64_t r = look(&t, ROOT, "r");
+	struct fs_open o = {.flags = O_RDONLY};
+	CHECK_INT(fs_open(&t.fs, r, &o), 0);
+	char buf[8] = "";
+	struct fs_later later = {0};
+	CHECK_INT(fs_read(&t.fs, r, o.fh, buf, 6, 0, &later), 6);
+	CHECK(memcmp(buf, "abcdef", 6) == 0);
+	CHECK_INT(later.inval_attrs, 0);
+	unsigned long reads = mem_calls(t.b, SB_CALL_READ);
+	CHECK_INT(fs_read(&t.fs, r, o.fh, buf, 3, 2, &later), 3);
+	CHECK(memcmp(buf, "cde", 3) == 0);
+	CHECK_INT(mem_calls(t.b, SB_CALL_READ), reads); /* from the spool */
+	/* the sandbox's copy changed (an sbexec), the mount refreshed and
+	 * the kernel asked again: the spool's old content is not reused */
+	mem_put(t.b, W "/r", "ABCDEFGH");
+	fs_invalidate(&t.fs, "/");
+	struct stat st;
+	double timeout;
+	CHECK_INT(fs_getattr(&t.fs, r, &st, &timeout), 0);
+	CHECK_INT(st.st_size, 8);
+	CHECK_INT(fs_read(&t.fs, r, o.fh, buf, 8, 0, &later), 8);
+	CHECK(memcmp(buf, "ABCDEFGH", 8) == 0);
+	CHECK_INT(fs_read(&t.fs, r, 12345, buf, 6, 0, &later), -EBADF);
+	fs_release(&t.fs, r, o.fh);
+	teardown(&t);
+}
+
+/* ---- write-back ---- */
+
+static void test_writeback_upload_before_dir_rename(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	struct fs_entry e;
+	CHECK_INT(fs_mkdir(&t.fs, ROOT, "d", 0755, &e), 0);
+	uint64_t d = e.ino;
+	struct fs_open o;
+	uint64_t f = make_file(&t, d, "f", "data", &o);
+	CHECK_INT(fs_flush(&t.fs, f, o.fh), 0); /* queued, not uploaded */
+	fs_release(&t.fs, f, o.fh);
+	mem_log_clear(t.b);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "d", ROOT, "e", 0), 0);
+	CHECK(strcmp(mem_log(t.b), "write " W "/d/f\nrename " W "/d " W "/e\n") == 0);
+	char *got = mem_get(t.b, W "/e/f");
+	CHECK(got && strcmp(got, "data") == 0);
+	free(got);
+	teardown(&t);
+}
+
+static void test_writeback_pending_rename_and_unlink(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	/* Workers wait on the paths lock meanwhile: what they upload is
+	 * decided by the calls below, not by how fast this thread runs. */
+	wb_paths_write_lock(&t.fs);
+	struct fs_open o;
+	uint64_t tmp = make_file(&t, ROOT, "tmp", "content", &o);
+	CHECK_INT(fs_flush(&t.fs, tmp, o.fh), 0);
+	fs_release(&t.fs, tmp, o.fh);
+	uint64_t gone = make_file(&t, ROOT, "gone", "never", &o);
+	CHECK_INT(fs_flush(&t.fs, gone, o.fh), 0);
+	fs_release(&t.fs, gone, o.fh);
+	/* a temp file renamed before its upload costs no rename call */
+	CHECK_INT(fs_rename(&t.fs, ROOT, "tmp", ROOT, "final", 0), 0);
+	/* a file removed before its upload costs no call at all */
+	CHECK_INT(fs_unlink(&t.fs, ROOT, "gone"), 0);
+	wb_paths_unlock(&t.fs);
+	char msg[256] = "";
+	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
+	if (strcmp(mem_log(t.b), "write " W "/final\n") != 0)
+		fprintf(stderr, "log: %s\n", mem_log(t.b));
+	CHECK(strcmp(mem_log(t.b), "write " W "/final\n") == 0);
+	char *got = mem_get(t.b, W "/final");
+	CHECK(got && strcmp(got, "content") == 0);
+	free(got);
+	CHECK(!mem_exists(t.b, W "/tmp"));
+	CHECK(!mem_exists(t.b, W "/gone"));
+	teardown(&t);
+}
+
+static void test_writeback_queued_remove(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	mem_put(t.b, W "/q", "1");
+	CHECK(look(&t, ROOT, "q") != 0);
+	mem_log_clear(t.b);
+	CHECK_INT(fs_unlink(&t.fs, ROOT, "q"), 0);
+	/* a stat of the queued path answers ENOENT without landing it */
+	CHECK_INT(look(&t, ROOT, "q"), 0);
+	fs_fsyncdir(&t.fs); /* a barrier: it lands */
+	CHECK(strcmp(mem_log(t.b), "remove " W "/q\n") == 0);
+	CHECK(!mem_exists(t.b, W "/q"));
+	teardown(&t);
+}
+
+/* ---- failure paths ---- */
+
+static void test_failures(void)
+{
+	struct t t;
+	setup(&t);
+	mem_put(t.b, W "/a", "x");
+	mem_fail(t.b, SB_CALL_STAT, W "/a", -EIO, 1);
+	struct fs_entry e;
+	CHECK_INT(fs_lookup(&t.fs, ROOT, "a", &e), -EIO);
+	CHECK_INT(fs_lookup(&t.fs, ROOT, "a", &e), 0);
+	uint64_t a = e.ino;
+
+	mem_fail(t.b, SB_CALL_RENAME, NULL, -EIO, 1);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "a", ROOT, "b", 0), -EIO);
+	CHECK_INT(look(&t, ROOT, "a"), a); /* nothing moved */
+	CHECK(mem_exists(t.b, W "/a"));
+
+	mem_fail(t.b, SB_CALL_MKDIR, NULL, -ENOENT, 1);
+	CHECK_INT(fs_mkdir(&t.fs, ROOT, "m", 0755, &e), -ENOENT);
+	CHECK_INT(look(&t, ROOT, "m"), 0);
+
+	mem_fail(t.b, SB_CALL_REMOVE, NULL, -EIO, 1);
+	CHECK_INT(fs_unlink(&t.fs, ROOT, "a"), -EIO);
+	CHECK_INT(look(&t, ROOT, "a"), a); /* still there */
+
+	/* a failed upload keeps the data and is retried at the barrier */
+	struct fs_open o;
+	uint64_t f = make_file(&t, ROOT, "f", "keep me", &o);
+	mem_fail(t.b, SB_CALL_WRITE, NULL, -EIO, 1);
+	CHECK_INT(fs_flush(&t.fs, f, o.fh), -EIO);
+	CHECK(!mem_exists(t.b, W "/f"));
+	json_t *st = json_object();
+	fs_status(&t.fs, st);
+	CHECK_INT(json_array_size(json_object_get(st, "pending_uploads")), 1);
+	json_decref(st);
+	fs_release(&t.fs, f, o.fh);
+	char msg[256] = "";
+	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
+	char *got = mem_get(t.b, W "/f");
+	CHECK(got && strcmp(got, "keep me") == 0);
+	free(got);
+
+	mem_fail(t.b, SB_CALL_LIST, NULL, -EIO, 1);
+	struct fs_dir *d;
+	fs_invalidate(&t.fs, "/");
+	CHECK_INT(fs_opendir(&t.fs, ROOT, &d), -EIO);
+
+	/* a dead sandbox: everything fails but the root's getattr */
+	sb_backend_fail(t.b, "the sandbox is gone");
+	CHECK_INT(fs_lookup(&t.fs, ROOT, "a", &e), -EIO);
+	struct stat s;
+	double timeout;
+	CHECK_INT(fs_getattr(&t.fs, ROOT, &s, &timeout), 0);
+	CHECK(S_ISDIR(s.st_mode));
+	CHECK_INT(fs_getattr(&t.fs, a, &s, &timeout), -EIO);
+	teardown(&t);
+}
+
+/* ---- notifications ---- */
+
+struct seen {
+	int inodes, entries;
+};
+
+static void seen_inode(void *arg, uint64_t ino, int64_t off, int64_t len)
+{
+	(void)ino, (void)off, (void)len;
+	((struct seen *)arg)->inodes++;
+}
+
+static void seen_entry(void *arg, uint64_t parent, const char *name,
+		       bool is_dir)
+{
+	(void)parent, (void)name, (void)is_dir;
+	((struct seen *)arg)->entries++;
+}
+
+static void test_notifications(void)
+{
+	struct t t;
+	setup(&t);
+	struct seen s = {0};
+	t.fs.notify = (struct fs_notify){
+		.arg = &s, .inode = seen_inode, .entry = seen_entry,
+	};
+	mem_put(t.b, W "/n", "1");
+	CHECK(look(&t, ROOT, "n") != 0);
+	fs_invalidate(&t.fs, "/");
+	CHECK_INT(s.inodes, 2);  /* the root and n */
+	CHECK_INT(s.entries, 1); /* n's name */
+	teardown(&t);
+}
+
+/* ---- lock order ---- */
+
+#ifdef SBFS_LOCK_CHECK
+static void test_lock_order_checked(void)
+{
+	struct t t;
+	setup(&t);
+	struct fs_open o;
+	uint64_t f = make_file(&t, ROOT, "l", "x", &o);
+	table_lock(&t.fs);
+	struct file_state *fsf = node_by_ino(&t.fs.t, f)->file;
+	table_unlock(&t.fs);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		table_lock(&t.fs);
+		file_lock(fsf); /* out of order: aborts */
+		_exit(0);
+	}
+	int status = 0;
+	waitpid(pid, &status, 0);
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+	/* in order: fine */
+	file_lock(fsf);
+	table_lock(&t.fs);
+	table_unlock(&t.fs);
+	file_unlock(fsf);
+	fs_release(&t.fs, f, o.fh);
+	teardown(&t);
+}
+#endif
+
+int main(void)
+{
+	test_lookup();
+	test_create_upload();
+	test_rename_unlink();
+	test_mkdir_symlink();
+	test_listing_answers_absent();
+	test_parent_listing_keeps_child_listing();
+	test_listing_drops_removed_names();
+	test_eviction();
+	test_rename_over_open_file();
+	test_rename_over_unread_open_file();
+	test_read_through_spool();
+	test_writeback_upload_before_dir_rename();
+	test_writeback_pending_rename_and_unlink();
+	test_writeback_queued_remove();
+	test_failures();
+	test_notifications();
+#ifdef SBFS_LOCK_CHECK
+	test_lock_order_checked();
+#endif
+	return unit_done("fs_core");
+}
