@@ -2,6 +2,7 @@
  * goes through: it counts calls, refuses at once when the sandbox is dead,
  * and picks the native slot or the generic shell implementation. */
 #include "backend.h"
+#include "backends/backend_list.h" /* generated */
 #include "fault_inject.h"
 #include "shell_ops.h"
 #include "util/call_deadline.h"
@@ -16,14 +17,13 @@
 #include <string.h>
 #include <sys/random.h>
 
-extern const struct sb_backend_ops sb_local_ops;
-extern const struct sb_backend_ops sb_modal_ops;
-extern const struct sb_backend_ops sb_docker_ops;
+/* One entry per name in backends/meson.build's backend_names. */
+#define DECLARE_OPS(name) extern const struct sb_backend_ops sb_##name##_ops;
+SB_BACKENDS(DECLARE_OPS)
 
+#define OPS_ENTRY(name) &sb_##name##_ops,
 static const struct sb_backend_ops *const all_backends[] = {
-	&sb_local_ops,
-	&sb_docker_ops,
-	&sb_modal_ops,
+	SB_BACKENDS(OPS_ENTRY)
 	NULL,
 };
 

@@ -3,7 +3,7 @@
 #ifndef SBFS_BACKENDS_LOCAL_H
 #define SBFS_BACKENDS_LOCAL_H
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "local_userns.h"
 
 #include <pthread.h>
