@@ -111,9 +111,11 @@ struct sb_remove {
 	int rc;
 };
 
-/* Each backend is one file defining one of these. Required slots: name,
- * create, exec, destroy. Every file-op slot may be NULL: the dispatcher
- * then uses the shell implementation in shell_ops.c over exec. There is
+/* Each backend is a folder, backends/NAME/, defining one of these as
+ * sb_NAME_ops, and NAME in backend_names (backends/meson.build). Required
+ * slots: name, create, exec, destroy. Every file-op slot may be NULL: the
+ * dispatcher then uses the shell implementation (shell_ops.h) over exec.
+ * There is
  * deliberately no read slot: reads always run in the guest, capped. */
 struct sb_backend_ops {
 	const char *name;
@@ -218,7 +220,7 @@ struct sb_counters {
 	atomic_uint_fast64_t shell_fallbacks; /* calls served by shell_ops */
 	atomic_uint_fast64_t bytes_up;        /* file data sent to the sandbox */
 	atomic_uint_fast64_t bytes_down;      /* file data read from it */
-	/* ---- faults (backend.c) ---- */
+	/* ---- faults (dispatch.c, fault_inject.c) ---- */
 	atomic_uint_fast64_t retries;         /* attempts repeated after a transient error */
 	atomic_uint_fast64_t deadlines;       /* calls ended by their deadline */
 	atomic_uint_fast64_t faults_injected; /* -o inject_faults */
@@ -266,7 +268,7 @@ struct sb_call_hooks {
 	void *arg;
 };
 
-/* ---- registry, lifecycle (backend.c) ---- */
+/* ---- registry, lifecycle (registry.c) ---- */
 
 const struct sb_backend_ops *sb_backend_find(const char *name);
 /* NULL-terminated list of every compiled-in backend */
@@ -299,7 +301,7 @@ bool sb_backend_is_dead(const struct sb_backend *b);
 #define SB_EXEC_BUSY UINT64_MAX
 uint64_t sb_exec_quiet_mark(struct sb_backend *b);
 
-/* ---- dispatch: what the fs core and control server call ----
+/* ---- dispatch (dispatch.c): what the fs core and control server call ----
  * Each counts the call, refuses at once when the backend is dead, and uses
  * the native slot or the shell fallback. */
 
@@ -328,7 +330,7 @@ int sb_read_stream(struct sb_backend *b, const char *path, off_t off,
 		   size_t len, const struct sb_read_sink *sink, size_t *got);
 int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
 		  mode_t mode);
-/* Uploads many files as one counted write call (backend.c, "batch
+/* Uploads many files as one counted write call (dispatch.c, "batch
  * upload"): the native write_files slot, or a loop over write_file. */
 int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n);
 int sb_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out);
@@ -347,12 +349,12 @@ int sb_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid);
 int sb_link(struct sb_backend *b, const char *from, const char *to);
 int sb_readlink(struct sb_backend *b, const char *path, char **target);
 int sb_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
-/* Removes many paths, in order, as one counted remove call (backend.c,
+/* Removes many paths, in order, as one counted remove call (dispatch.c,
  * "batch remove"): the native remove_many slot or the shell fallback.
  * Each v[i].rc is set; returns 0 or the first error. */
 int sb_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n);
 
-/* ---- deadlines and transient errors (backend.c) ----
+/* ---- deadlines and transient errors (dispatch.c) ----
  * Every dispatched call except sbexec's exec (which keeps the user's -t)
  * runs under a deadline, call_timeout_s from its start (retries included).
  * A backend or transport that waits bounds the wait with

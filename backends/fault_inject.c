@@ -1,11 +1,14 @@
-/* Parsing and evaluation of -o inject_faults=SPEC (grammar in the header).
- * Applying a fault to a call is the dispatch layer's job (backend.c). */
+/* -o inject_faults=SPEC (grammar in the header): parsing it, choosing the
+ * fault of each attempt, and applying it around the backend's call. */
 #include "fault_inject.h"
+#include "util/call_deadline.h"
+#include "util/log.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *const action_names[] = {
 	[FAULT_NONE] = "none",         [FAULT_TRANSIENT] = "transient",
@@ -196,4 +199,78 @@ enum fault_action fault_plan_next(struct fault_plan *plan, enum sb_call kind)
 	if (hit != FAULT_NONE)
 		atomic_fetch_add(&plan->injected, 1);
 	return hit;
+}
+
+/* ---- the wrapper ---- */
+
+bool fault_wrapping(const struct sb_backend *b)
+{
+	return b->faults || b->inject_latency_ms;
+}
+
+/* A stalled call: a command that never ends, run in the sandbox, which the
+ * backend's own deadline handling has to end. */
+static int inject_stall(struct sb_backend *b)
+{
+	static const char *const argv[] = {"sleep", "2147483", NULL};
+	struct sb_exec_req req = {
+		.argv = argv, .cwd = "/", .stdin_fd = -1, .cancel_fd = -1,
+		.timeout_s = call_deadline_clamp(b->call_timeout_s > 0
+				 ? b->call_timeout_s : SB_CALL_TIMEOUT_DEFAULT_S),
+	};
+	struct sb_exec_result res;
+	memset(&res, 0, sizeof res);
+	int rc = b->ops->exec(b, &req, &res);
+	if (rc == 0 && res.sandbox_terminated)
+		rc = -EIO;
+	if (rc == 0)
+		rc = -ETIMEDOUT; /* the sleep cannot end any other way */
+	return rc;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec d = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&d, &d) < 0 && errno == EINTR)
+		;
+}
+
+int fault_call(struct sb_backend *b, enum sb_call kind,
+	       int (*call)(struct sb_backend *b, void *arg), void *arg)
+{
+	/* One round trip to a remote sandbox, modelled on any backend. */
+	if (b->inject_latency_ms)
+		sleep_ms(b->inject_latency_ms);
+	enum fault_action a = b->faults ? fault_plan_next(b->faults, kind)
+					: FAULT_NONE;
+	if (a != FAULT_NONE) {
+		atomic_fetch_add(&b->counters.faults_injected, 1);
+		sb_warn("inject_faults: %s fault on a %s call", fault_action_name(a),
+			sb_call_name(kind));
+	}
+	switch (a) {
+	case FAULT_TRANSIENT:
+		return -ECONNRESET;
+	case FAULT_ERROR:
+		return -EIO;
+	case FAULT_TERMINAL:
+		return sb_backend_fail(b, "inject_faults: terminal fault on a %s call",
+				       sb_call_name(kind));
+	case FAULT_STALL:
+		return inject_stall(b);
+	case FAULT_KILL:
+		/* Really gone: the call then goes on and the backend has to
+		 * find that out for itself. */
+		b->ops->destroy(b);
+		break;
+	case FAULT_DIE: /* after the call, below */
+	case FAULT_NONE:
+		break;
+	}
+	int rc = call(b, arg);
+	/* The sandbox dies while the call is in flight: after the backend
+	 * did its part, before the dispatcher takes the result. */
+	if (a == FAULT_DIE)
+		b->ops->destroy(b);
+	return rc;
 }

@@ -1,6 +1,7 @@
-/* Fault injection (testing aid, -o inject_faults=SPEC): a decorator the
- * dispatch layer consults before each backend call, so the fs core's and
- * the daemon's behaviour under failures can be tested on any backend.
+/* Fault injection (testing aid, -o inject_faults=SPEC): a wrapper the
+ * dispatcher puts around the backend's part of each attempt, so the fs
+ * core's and the daemon's behaviour under failures can be tested on any
+ * backend. -o inject_latency_ms=N goes through the same wrapper.
  *
  * SPEC is one or more rules joined by '+':
  *   ACTION:KIND:WHEN     e.g. transient:write:1, stall:stat:every3
@@ -30,6 +31,7 @@
 #define SBFS_FAULT_INJECT_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -79,5 +81,16 @@ int fault_plan_parse(struct fault_plan *plan, const char *spec, char *err,
 enum fault_action fault_plan_next(struct fault_plan *plan, enum sb_call kind);
 
 const char *fault_action_name(enum fault_action a);
+
+/* ---- the wrapper (dispatch.c) ---- */
+
+/* Whether b's calls go through fault_call (a plan or a latency is set). */
+bool fault_wrapping(const struct sb_backend *b);
+
+/* One attempt of a call of kind: call(b, arg), the backend's part, with
+ * the plan's fault for this attempt applied around it. Returns the
+ * injected result when a fault replaces the call, else call's. */
+int fault_call(struct sb_backend *b, enum sb_call kind,
+	       int (*call)(struct sb_backend *b, void *arg), void *arg);
 
 #endif

@@ -1,5 +1,5 @@
 /* The deadline of the backend call the current thread is in. The dispatch
- * layer (backends/backend.c) sets it; whatever waits underneath it (exec
+ * layer (backends/dispatch.c) sets it; whatever waits underneath it (exec
  * of a guest command, an HTTP or gRPC request) bounds its wait with
  * call_deadline_clamp(), so no call outlives its deadline. */
 #ifndef SBFS_CALL_DEADLINE_H

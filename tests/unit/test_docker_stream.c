@@ -2,7 +2,7 @@
  * split at every byte and in odd pieces, zero-length frames, huge declared
  * lengths (refused, never allocated), unknown stream ids, bad padding,
  * streams cut mid-frame, and a callback that aborts. */
-#include "backends/docker_stream.h"
+#include "backends/docker/docker_stream.h"
 #include "unit.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* The docker backend's tar writer: checksums, ustar fields, pax records
  * for long names and sizes past 8 GiB, modes; and a round trip through the
  * system's tar (GNU tar on Debian) when it is installed. */
-#include "backends/docker_tar.h"
+#include "backends/docker/docker_tar.h"
 #include "unit.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* The sandbox's /etc view: what is private is absent (no mount names it),
  * what is public is bound, symlinks are recreated, a directory holding
  * something private is rebuilt. */
-#include "backends/local_etc_mask.h"
+#include "backends/local/local_etc_mask.h"
 #include "unit.h"
 
 #include <fcntl.h>

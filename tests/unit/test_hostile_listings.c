@@ -4,7 +4,7 @@
  * shell one (every backend's fallback, docker's only one) and Modal's
  * file-helper JSON. */
 #include "tests/unit/unit.h"
-#include "backends/modal.h"
+#include "backends/modal/modal.h"
 #include "backends/sandbox_limits.h"
 #include "backends/shell_ops.h"
 

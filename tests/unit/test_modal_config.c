@@ -2,7 +2,7 @@
  * ~/.modal.toml profile (MODAL_PROFILE, else `active = true`, else
  * [default]); a missing token is one line naming both fixes. Also the
  * fs-tools output parsers. */
-#include "backends/modal.h"
+#include "backends/modal/modal.h"
 #include "unit.h"
 
 #include <errno.h>

@@ -7,8 +7,8 @@
  * through a link), the operation is handed to the shell implementation,
  * which resolves it inside the sandbox where that is harmless. */
 #include "local.h"
-#include "sandbox_limits.h"
-#include "shell_ops.h"
+#include "backends/sandbox_limits.h"
+#include "backends/shell_ops.h"
 #include "util/log.h"
 
 #include <dirent.h>

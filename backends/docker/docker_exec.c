@@ -20,8 +20,9 @@
  * exec is its own session, so the group is the whole command) and the
  * process itself. Only POSIX sh, grep and kill are needed in the image. */
 #include "docker.h"
-#include "util/call_deadline.h"
 #include "docker_stream.h"
+#include "backends/exec_pump.h"
+#include "util/call_deadline.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -34,7 +35,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IO_CHUNK 65536
 #define HEADER_MAX 16384
 #define START_TIMEOUT_S 30.0
 #define KILL_GRACE_S 3.0   /* after a kill: how long the stream may take to end */
@@ -51,16 +51,9 @@ static const char kill_script[] =
 	"  done\n"
 	"done\n";
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int ms_until(double deadline)
 {
-	double left = deadline - now_s();
+	double left = deadline - call_deadline_now();
 	return left <= 0 ? 0 : left > 3600 ? 3600000 : (int)(left * 1000) + 1;
 }
 
@@ -220,28 +213,6 @@ static int container_gone(struct sb_backend *b, struct sb_exec_result *res,
  * a (argument), enc r (as is) or x (every byte as a printf \ooo escape),
  * and the decoder rebuilds the exact bytes in the guest. */
 
-static bool utf8_ok(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	while (*p) {
-		int n = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2
-			: (*p & 0xf8) == 0xf0 ? 3 : -1;
-		if (n < 0 || (n == 1 && *p < 0xc2))
-			return false;
-		unsigned cp = n == 0 ? *p : n == 1 ? *p & 0x1fu : n == 2 ? *p & 0x0fu : *p & 0x07u;
-		for (int i = 1; i <= n; i++) {
-			if ((p[i] & 0xc0) != 0x80)
-				return false;
-			cp = cp << 6 | (p[i] & 0x3fu);
-		}
-		if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-		    (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-			return false;
-		p += n + 1;
-	}
-	return true;
-}
-
 static const char decoder[] =
 	"for a do shift\n"
 	"  case $a in ?r*) v=${a#??} ;; *) v=$(printf \"${a#??}x\"); v=${v%x} ;; esac\n"
@@ -252,7 +223,7 @@ static const char decoder[] =
 
 static json_t *encoded(char kind, const char *s)
 {
-	bool raw = utf8_ok(s);
+	bool raw = exec_utf8_valid(s);
 	size_t n = strlen(s);
 	char *out = malloc(raw ? n + 3 : 4 * n + 3);
 	if (!out)
@@ -273,13 +244,13 @@ static json_t *encoded(char kind, const char *s)
 
 static bool needs_decoder(const struct sb_exec_req *req)
 {
-	if (req->cwd && !utf8_ok(req->cwd))
+	if (req->cwd && !exec_utf8_valid(req->cwd))
 		return true;
 	for (size_t i = 0; req->argv[i]; i++)
-		if (!utf8_ok(req->argv[i]))
+		if (!exec_utf8_valid(req->argv[i]))
 			return true;
 	for (size_t i = 0; req->env && req->env[i]; i++)
-		if (!utf8_ok(req->env[i]))
+		if (!exec_utf8_valid(req->env[i]))
 			return true;
 	return false;
 }
@@ -366,10 +337,7 @@ struct pump {
 	struct conn c;
 	struct dk_demux dm;
 	struct out o;
-	char in[IO_CHUNK];     /* stdin bytes read, not yet sent */
-	size_t in_off, in_len;
-	int src;               /* the caller's stdin, -1 once at EOF */
-	bool stdin_open;       /* we have not half-closed yet */
+	struct stdin_pump stdin;
 	bool eof;              /* the engine closed the stream */
 	int proto_err;
 };
@@ -378,7 +346,7 @@ struct pump {
 static int pump_output(struct pump *p, char *buf)
 {
 	for (;;) {
-		ssize_t n = conn_recv(&p->c, buf, IO_CHUNK);
+		ssize_t n = conn_recv(&p->c, buf, EXEC_IO_CHUNK);
 		if (n == -EAGAIN)
 			return 0;
 		if (n <= 0) {
@@ -394,32 +362,20 @@ static int pump_output(struct pump *p, char *buf)
 	}
 }
 
-static void pump_stdin(struct pump *p, bool src_ready, bool sock_ready)
+static ssize_t send_stdin(void *arg, const char *buf, size_t len)
 {
-	if (p->in_len == 0 && src_ready && p->src >= 0) {
-		ssize_t n = read(p->src, p->in, sizeof(p->in));
-		if (n > 0) {
-			p->in_off = 0;
-			p->in_len = (size_t)n;
-		} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-			p->src = -1;
-		}
-	}
-	if (p->in_len && sock_ready) {
-		size_t n = 0;
-		CURLcode rc = curl_easy_send(p->c.h, p->in + p->in_off, p->in_len, &n);
-		if (rc == CURLE_OK) {
-			p->in_off += n;
-			p->in_len -= n;
-		} else if (rc != CURLE_AGAIN) {
-			p->in_len = 0; /* the engine stopped reading */
-			p->src = -1;
-		}
-	}
-	if (p->src < 0 && p->in_len == 0 && p->stdin_open) {
-		shutdown(p->c.sock, SHUT_WR); /* the command's stdin EOF */
-		p->stdin_open = false;
-	}
+	struct pump *p = arg;
+	size_t n = 0;
+	CURLcode rc = curl_easy_send(p->c.h, buf, len, &n);
+	if (rc == CURLE_AGAIN)
+		return -EAGAIN;
+	return rc == CURLE_OK ? (ssize_t)n : -EPIPE; /* the engine stopped reading */
+}
+
+static void close_stdin(void *arg)
+{
+	struct pump *p = arg;
+	shutdown(p->c.sock, SHUT_WR); /* the command's stdin EOF */
 }
 
 static void random_marker(char *out, size_t n)
@@ -453,7 +409,7 @@ static int start_stream(struct sb_backend *b, struct pump *p,
 			 "User-Agent: sbfs\r\nContent-Type: application/json\r\n"
 			 "Content-Length: %zu\r\n\r\n%s",
 			 d->api, exec_id, sizeof(body) - 1, body);
-	double deadline = now_s() + call_deadline_clamp(START_TIMEOUT_S);
+	double deadline = call_deadline_now() + call_deadline_clamp(START_TIMEOUT_S);
 	int rc = conn_send_all(&p->c, head, (size_t)n, deadline);
 	size_t got = 0, off = 0;
 	if (rc == 0)
@@ -487,22 +443,19 @@ static int exec_run(struct sb_backend *b, const struct sb_exec_req *req,
 		    struct sb_exec_result *res, const char *user, bool may_kill)
 {
 	struct docker *d = b->priv;
-	/* a file call's deadline bounds the commands it runs */
-	struct sb_exec_req bounded = *req;
-	bounded.timeout_s = call_deadline_clamp(req->timeout_s);
+	struct sb_exec_req bounded;
+	int rc = exec_begin(req, &bounded, res);
+	if (rc < 0)
+		return rc;
 	req = &bounded;
-	memset(res, 0, sizeof(*res));
-	res->timeout_applied_s = req->timeout_s > 0 ? req->timeout_s : 0;
-	if (!req->argv || !req->argv[0])
-		return -EINVAL;
 	char marker[32] = "";
 	random_marker(marker, sizeof(marker));
 	char exec_id[128];
-	int rc = create_exec(b, req, user, marker, exec_id, sizeof(exec_id), res);
+	rc = create_exec(b, req, user, marker, exec_id, sizeof(exec_id), res);
 	if (rc < 0)
 		return rc;
 	struct pump *p = calloc(1, sizeof(*p));
-	char *buf = malloc(IO_CHUNK > HEADER_MAX ? IO_CHUNK : HEADER_MAX);
+	char *buf = malloc(EXEC_IO_CHUNK > HEADER_MAX ? EXEC_IO_CHUNK : HEADER_MAX);
 	if (!p || !buf) {
 		free(p);
 		free(buf);
@@ -511,28 +464,29 @@ static int exec_run(struct sb_backend *b, const struct sb_exec_req *req,
 	dk_demux_init(&p->dm);
 	p->o.req = req;
 	p->o.holding = true;
-	p->src = req->stdin_fd;
-	p->stdin_open = req->stdin_fd >= 0;
+	stdin_pump_init(&p->stdin, req->stdin_fd, req->stdin_fd >= 0);
+	const struct stdin_sink to_stdin = {send_stdin, close_stdin, p};
 	rc = start_stream(b, p, exec_id, buf, res);
 	if (rc < 0)
 		goto out;
 
-	double deadline = req->timeout_s > 0 ? now_s() + req->timeout_s : 0;
+	double deadline = req->timeout_s > 0 ? call_deadline_now() + req->timeout_s : 0;
 	double grace_end = 0;   /* set once we killed the command */
 	bool killed = false, gone = false;
 	while (!p->eof) {
 		if (!killed && p->o.cb_rc) {
 			kill_exec(b, marker); /* nobody wants the output */
 			killed = true;
-			grace_end = now_s() + KILL_GRACE_S;
+			grace_end = call_deadline_now() + KILL_GRACE_S;
 		}
 		struct pollfd f[5];
 		int nf = 0, i_sock, i_src = -1, i_cancel = -1, i_dead;
 		i_sock = nf;
-		f[nf++] = (struct pollfd){p->c.sock, POLLIN | (p->in_len ? POLLOUT : 0), 0};
-		if (!killed && p->stdin_open && p->in_len == 0 && p->src >= 0) {
+		f[nf++] = (struct pollfd){p->c.sock,
+			POLLIN | (stdin_pump_wants_dst(&p->stdin) ? POLLOUT : 0), 0};
+		if (!killed && stdin_pump_wants_src(&p->stdin)) {
 			i_src = nf;
-			f[nf++] = (struct pollfd){p->src, POLLIN, 0};
+			f[nf++] = (struct pollfd){p->stdin.src, POLLIN, 0};
 		}
 		if (!killed && req->cancel_fd >= 0) {
 			i_cancel = nf;
@@ -556,29 +510,29 @@ static int exec_run(struct sb_backend *b, const struct sb_exec_req *req,
 			gone = true;
 			break;
 		}
-		if (killed && now_s() >= grace_end)
+		if (killed && call_deadline_now() >= grace_end)
 			break; /* something survived holding the stream open */
-		if (!killed && deadline > 0 && now_s() >= deadline) {
+		if (!killed && deadline > 0 && call_deadline_now() >= deadline) {
 			res->timed_out = true;
 			if (!may_kill)
 				break;
 			kill_exec(b, marker);
 			killed = true;
-			grace_end = now_s() + KILL_GRACE_S;
+			grace_end = call_deadline_now() + KILL_GRACE_S;
 			continue;
 		}
 		if (i_cancel >= 0 && f[i_cancel].revents) {
 			res->cancelled = true;
 			kill_exec(b, marker);
 			killed = true;
-			grace_end = now_s() + KILL_GRACE_S;
+			grace_end = call_deadline_now() + KILL_GRACE_S;
 			continue;
 		}
 		if (f[i_sock].revents & (POLLIN | POLLHUP | POLLERR))
 			pump_output(p, buf);
-		if (!killed && p->stdin_open)
-			pump_stdin(p, i_src >= 0 && f[i_src].revents,
-				   (f[i_sock].revents & POLLOUT) != 0);
+		if (!killed)
+			stdin_pump_step(&p->stdin, i_src >= 0 && f[i_src].revents,
+					(f[i_sock].revents & POLLOUT) != 0, &to_stdin);
 	}
 	if (rc < 0)
 		goto out;

@@ -8,7 +8,7 @@
 #ifndef SBFS_BACKENDS_MODAL_H
 #define SBFS_BACKENDS_MODAL_H
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "transport/grpc.h"
 
 #include <pthread.h>

@@ -16,7 +16,7 @@
  * shell stat too. */
 #include "docker.h"
 #include "docker_tar.h"
-#include "shell_ops.h"
+#include "backends/shell_ops.h"
 #include "transport/base64.h"
 #include "util/log.h"
 

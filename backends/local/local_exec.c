@@ -4,6 +4,7 @@
  * daemon's sandbox keeps the few that act on its own id range only), then
  * env -i sets the environment and the working directory and runs argv. */
 #include "local.h"
+#include "backends/exec_pump.h"
 #include "util/call_deadline.h"
 
 #include <errno.h>
@@ -18,15 +19,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define IO_CHUNK 65536
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static const char *const guest_defaults[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -86,15 +78,13 @@ static const char **build_argv(struct sb_backend *b, struct local *l,
 struct io {
 	int out, err;          /* read ends of the command's stdout/stderr */
 	int in;                /* our end of its stdin socket, -1 once closed */
-	int src;               /* the caller's stdin_fd, -1 once at EOF */
-	char buf[IO_CHUNK];    /* stdin bytes read from src, not yet sent */
-	size_t off, len;
+	struct stdin_pump stdin;
 };
 
 /* Reads what is there; 0 = go on, 1 = EOF, <0 = callback abort/error. */
 static int pump_output(int *fd, sb_output_fn fn, void *arg)
 {
-	char buf[IO_CHUNK];
+	char buf[EXEC_IO_CHUNK];
 	for (;;) {
 		ssize_t n = read(*fd, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
@@ -114,32 +104,20 @@ static int pump_output(int *fd, sb_output_fn fn, void *arg)
 	}
 }
 
-static void pump_stdin(struct io *io, bool src_ready, bool dst_ready)
+static ssize_t send_stdin(void *arg, const char *buf, size_t len)
 {
-	if (io->len == 0 && src_ready && io->src >= 0) {
-		ssize_t n = read(io->src, io->buf, sizeof(io->buf));
-		if (n > 0) {
-			io->off = 0;
-			io->len = (size_t)n;
-		} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-			io->src = -1;
-		}
-	}
-	if (io->len && dst_ready) {
-		ssize_t n = send(io->in, io->buf + io->off, io->len,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			io->off += (size_t)n;
-			io->len -= (size_t)n;
-		} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-			io->len = 0; /* the command stopped reading */
-			io->src = -1;
-		}
-	}
-	if (io->src < 0 && io->len == 0 && io->in >= 0) {
-		close(io->in);
-		io->in = -1;
-	}
+	struct io *io = arg;
+	ssize_t n = send(io->in, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? -EAGAIN : -errno;
+	return n;
+}
+
+static void close_stdin(void *arg)
+{
+	struct io *io = arg;
+	close(io->in);
+	io->in = -1;
 }
 
 static void close_fd(int *fd)
@@ -153,20 +131,16 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	       struct sb_exec_result *res)
 {
 	struct local *l = b->priv;
-	/* a file call's deadline bounds the commands it runs */
-	struct sb_exec_req bounded = *req;
-	bounded.timeout_s = call_deadline_clamp(req->timeout_s);
+	struct sb_exec_req bounded;
+	int rc = exec_begin(req, &bounded, res);
+	if (rc < 0)
+		return rc;
 	req = &bounded;
-	memset(res, 0, sizeof(*res));
-	res->timeout_applied_s = req->timeout_s > 0 ? req->timeout_s : 0;
-	if (!req->argv || !req->argv[0])
-		return -EINVAL;
 	char pidbuf[16];
 	const char **argv = build_argv(b, l, req, pidbuf, sizeof(pidbuf));
 	if (!argv)
 		return -ENOMEM;
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1};
-	int rc = 0;
 	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, inp) < 0) {
 		rc = -errno;
@@ -207,10 +181,11 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	io->out = outp[0];
 	io->err = errp[0];
 	io->in = inp[1];
-	io->src = req->stdin_fd;
+	stdin_pump_init(&io->stdin, req->stdin_fd, true);
+	const struct stdin_sink to_stdin = {send_stdin, close_stdin, io};
 	outp[0] = errp[0] = inp[1] = -1;
 
-	double deadline = req->timeout_s > 0 ? now_s() + req->timeout_s : 0;
+	double deadline = req->timeout_s > 0 ? call_deadline_now() + req->timeout_s : 0;
 	bool exited = false, kill_it = false;
 	while (!exited || io->out >= 0 || io->err >= 0) {
 		struct pollfd p[7];
@@ -219,10 +194,10 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		    i_box = -1, i_child = -1;
 		if (io->out >= 0) { i_out = np; p[np++] = (struct pollfd){io->out, POLLIN, 0}; }
 		if (io->err >= 0) { i_err = np; p[np++] = (struct pollfd){io->err, POLLIN, 0}; }
-		if (!exited && io->in >= 0 && io->len == 0 && io->src >= 0) {
-			i_src = np; p[np++] = (struct pollfd){io->src, POLLIN, 0};
+		if (!exited && stdin_pump_wants_src(&io->stdin)) {
+			i_src = np; p[np++] = (struct pollfd){io->stdin.src, POLLIN, 0};
 		}
-		if (!exited && io->in >= 0 && io->len) {
+		if (!exited && stdin_pump_wants_dst(&io->stdin)) {
 			i_in = np; p[np++] = (struct pollfd){io->in, POLLOUT, 0};
 		}
 		if (req->cancel_fd >= 0) { i_cancel = np; p[np++] = (struct pollfd){req->cancel_fd, POLLIN, 0}; }
@@ -230,7 +205,7 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		if (!exited && child_fd >= 0) { i_child = np; p[np++] = (struct pollfd){child_fd, POLLIN, 0}; }
 		int wait_ms = exited ? 0 : -1;
 		if (deadline > 0 && !exited) {
-			double left = deadline - now_s();
+			double left = deadline - call_deadline_now();
 			wait_ms = left > 0 ? (int)(left * 1000) + 1 : 0;
 		}
 		if (!exited && child_fd < 0 && (wait_ms < 0 || wait_ms > 50))
@@ -243,7 +218,7 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		}
 		if (n < 0)
 			continue;
-		if (deadline > 0 && !exited && now_s() >= deadline) {
+		if (deadline > 0 && !exited && call_deadline_now() >= deadline) {
 			res->timed_out = true;
 			kill_it = true;
 			break;
@@ -268,9 +243,9 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 			int r = pump_output(&io->err, req->on_stderr, req->cb_arg);
 			if (r < 0) { rc = r; kill_it = true; break; }
 		}
-		if (!exited && io->in >= 0)
-			pump_stdin(io, i_src >= 0 && p[i_src].revents,
-				   i_in >= 0 && p[i_in].revents);
+		if (!exited)
+			stdin_pump_step(&io->stdin, i_src >= 0 && p[i_src].revents,
+					i_in >= 0 && p[i_in].revents, &to_stdin);
 		if (!exited) {
 			siginfo_t si = {0};
 			bool check = child_fd < 0 || (i_child >= 0 && p[i_child].revents);

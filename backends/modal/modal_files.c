@@ -6,9 +6,9 @@
  * helper is missing (an image without Modal's runtime, exit 126/127) the
  * generic shell implementation takes over. */
 #include "modal.h"
-#include "output_capture.h"
-#include "sandbox_limits.h"
-#include "shell_ops.h"
+#include "backends/output_capture.h"
+#include "backends/sandbox_limits.h"
+#include "backends/shell_ops.h"
 #include "util/log.h"
 
 #include <errno.h>

@@ -9,7 +9,7 @@
 #ifndef SBFS_BACKENDS_DOCKER_H
 #define SBFS_BACKENDS_DOCKER_H
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "transport/http.h"
 
 #include <jansson.h>

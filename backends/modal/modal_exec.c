@@ -9,6 +9,7 @@
  * SBFS_EXEC_ID=<exec id> in its environment, and a second exec kills every
  * guest process whose environment holds it. */
 #include "modal.h"
+#include "backends/exec_pump.h"
 #include "util/call_deadline.h"
 #include "util/log.h"
 
@@ -27,13 +28,6 @@
 #define DRAIN_MAX_S 30.0       /* after exit: never wait longer for output */
 #define STDIN_CHUNK (1 << 20)
 #define STREAM_RETRIES 10
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 struct xc;
 
@@ -120,7 +114,7 @@ static int on_output(void *arg, const uint8_t *msg, size_t len)
 			continue;
 		s->offset += f.len;
 		s->retries = 0; /* progress resets the backoff */
-		s->last_data = now_s();
+		s->last_data = call_deadline_now();
 		if (s->fn) {
 			int rc = s->fn(s->x->r->cb_arg, (const char *)f.data, f.len);
 			if (rc < 0) {
@@ -155,7 +149,7 @@ static void drop_call(struct xc *x, struct grpc_call **c)
 static double time_left(struct xc *x, double deadline)
 {
 	(void)x;
-	return deadline > 0 ? deadline - now_s() : 0;
+	return deadline > 0 ? deadline - call_deadline_now() : 0;
 }
 
 static int start_stream(struct xc *x, struct out_stream *s, double deadline)
@@ -287,12 +281,12 @@ static void stream_done(struct xc *x, struct out_stream *s, const struct grpc_st
 	}
 	bool refreshed = false;
 	if (auth_retry(x, s->gen, &refreshed, st, "output stream")) {
-		s->retry_at = now_s();
+		s->retry_at = call_deadline_now();
 		return;
 	}
 	if (grpc_code_retryable(st->code) && s->retries < STREAM_RETRIES) {
 		s->retries++;
-		s->retry_at = now_s() + grpc_retry_delay(&grpc_retry_router, s->retries);
+		s->retry_at = call_deadline_now() + grpc_retry_delay(&grpc_retry_router, s->retries);
 		sb_debug("modal: %s stream of %s dropped (%s), resuming at %llu",
 			 s->fd ? "stderr" : "stdout", x->exec_id,
 			 grpc_code_name(st->code), (unsigned long long)s->offset);
@@ -321,19 +315,19 @@ static void wait_done(struct xc *x, const struct grpc_status *st)
 			}
 		}
 		if (!x->exited)
-			x->wait_at = now_s(); /* no status yet: ask again */
+			x->wait_at = call_deadline_now(); /* no status yet: ask again */
 		return;
 	}
 	if (auth_retry(x, x->wait_gen, &x->wait_refreshed, st, "wait")) {
-		x->wait_at = now_s();
+		x->wait_at = call_deadline_now();
 		return;
 	}
 	if (st->code == GRPC_DEADLINE_EXCEEDED) {
-		x->wait_at = now_s(); /* our 60 s long-poll attempt ran out */
+		x->wait_at = call_deadline_now(); /* our 60 s long-poll attempt ran out */
 		return;
 	}
 	if (grpc_code_retryable(st->code)) {
-		x->wait_at = now_s() + WAIT_RETRY_S;
+		x->wait_at = call_deadline_now() + WAIT_RETRY_S;
 		return;
 	}
 	set_fatal(x, "wait", st);
@@ -356,12 +350,12 @@ static void stdin_done(struct xc *x, const struct grpc_status *st)
 		return;
 	}
 	if (auth_retry(x, x->in_gen, &x->in_refreshed, st, "stdin")) {
-		x->in_at = now_s();
+		x->in_at = call_deadline_now();
 		return;
 	}
 	if (grpc_code_retryable(st->code) && x->in_retries < grpc_retry_router.max_retries) {
 		x->in_retries++;
-		x->in_at = now_s() + grpc_retry_delay(&grpc_retry_router, x->in_retries);
+		x->in_at = call_deadline_now() + grpc_retry_delay(&grpc_retry_router, x->in_retries);
 		return;
 	}
 	x->in_active = false;
@@ -371,29 +365,6 @@ static void stdin_done(struct xc *x, const struct grpc_status *st)
 }
 
 /* ---- argv that protobuf strings cannot carry ---- */
-
-static bool utf8_valid(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	while (*p) {
-		unsigned char c = *p;
-		size_t n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2
-			 : (c & 0xf8) == 0xf0 ? 3 : 9;
-		if (n == 9 || (n == 1 && c < 0xc2) || (n == 3 && c > 0xf4))
-			return false;
-		uint32_t cp = n ? c & (0x3f >> n) : c;
-		p++;
-		for (size_t i = 0; i < n; i++, p++) {
-			if ((*p & 0xc0) != 0x80)
-				return false;
-			cp = cp << 6 | (*p & 0x3f);
-		}
-		if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-	}
-	return true;
-}
 
 /* printf %b escapes: printable ASCII but backslash as is, the rest \0ooo */
 static char *octal_escape(const char *s)
@@ -425,10 +396,10 @@ static const char decode_script[] =
 
 static bool needs_escape(const struct modal_run *r, const char *cwd)
 {
-	if (!utf8_valid(cwd))
+	if (!exec_utf8_valid(cwd))
 		return true;
 	for (size_t i = 0; r->argv[i]; i++)
-		if (!utf8_valid(r->argv[i]))
+		if (!exec_utf8_valid(r->argv[i]))
 			return true;
 	return false;
 }
@@ -525,7 +496,7 @@ int modal_run(struct sb_backend *b, const struct modal_run *r,
 	memset(res, 0, sizeof(*res));
 	if (!r->argv || !r->argv[0])
 		return -EINVAL;
-	double start = now_s();
+	double start = call_deadline_now();
 	/* a file call's deadline bounds the commands it runs */
 	double timeout = call_deadline_clamp(r->timeout_s > 0 ? r->timeout_s : 0);
 	bool clamped = false;
@@ -595,7 +566,7 @@ int modal_run(struct sb_backend *b, const struct modal_run *r,
 	double exit_at = 0;
 	int poll_ms = 5;
 	while (rc == 0) {
-		double now = now_s();
+		double now = call_deadline_now();
 		/* (re)start what is due */
 		for (int i = 0; i < 2 && rc == 0; i++) {
 			struct out_stream *s = &x->out[i];
@@ -666,7 +637,7 @@ int modal_run(struct sb_backend *b, const struct modal_run *r,
 			sb_debug("modal: exec %.8s: %s call done after %.3f s: %s",
 				 x->exec_id,
 				 c == x->wait ? "wait" : c == x->in_call ? "stdin" : "output",
-				 now_s() - start, grpc_code_name(cs.code));
+				 call_deadline_now() - start, grpc_code_name(cs.code));
 			poll_ms = 5;
 			if (c == x->out[0].call)
 				stream_done(x, &x->out[0], &cs);
@@ -703,7 +674,7 @@ int modal_run(struct sb_backend *b, const struct modal_run *r,
 		}
 	}
 	if (rc == 0 && x->exited) {
-		double elapsed = now_s() - start;
+		double elapsed = call_deadline_now() - start;
 		if (x->sig) {
 			/* a server-side deadline kills with SIGKILL: tell it
 			 * from a guest SIGKILL by the time it took */

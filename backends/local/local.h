@@ -1,9 +1,11 @@
-/* Private to the local backend (local.c: sandbox lifecycle and exec;
- * local_files.c: native file operations on the host workspace dir). */
+/* Private to the local backend: local.c (its life), local_workspace.c
+ * (the host directory), local_bwrap.c (the sandbox process), local_exec.c
+ * (commands in it), local_files.c (native file operations on the host
+ * workspace dir). */
 #ifndef SBFS_BACKENDS_LOCAL_H
 #define SBFS_BACKENDS_LOCAL_H
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "local_userns.h"
 
 #include <pthread.h>
@@ -27,6 +29,26 @@ struct local {
 	char stage_dir[4200]; /* host_dir bound where the mapped ids may reach it */
 	bool staged;          /* stage_dir is mounted, by us */
 };
+
+/* local.c: a one-line reason for b->error, printf-style */
+void local_set_error(struct sb_backend *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* local_workspace.c */
+/* Makes l->host_dir (or attaches the one spec.attach_id names) */
+int local_make_workspace(struct sb_backend *b, struct local *l);
+/* Removes a workspace we made: its image, its tree, its marker */
+void local_discard_workspace(struct local *l);
+/* Binds the workspace where a mapped user namespace can reach it (a
+ * no-op unmapped), and undoes that */
+int local_stage_workspace(struct sb_backend *b, struct local *l);
+void local_unstage_workspace(struct local *l);
+/* `sbfs sweep` */
+int local_sweep(const struct sb_spec *spec);
+
+/* local_bwrap.c: starts the sandbox process on the workspace; from the
+ * thread that will live as long as the sandbox */
+int local_spawn_bwrap(struct sb_backend *b, struct local *l);
 
 /* local_exec.c */
 int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
