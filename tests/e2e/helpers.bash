@@ -119,22 +119,24 @@ proc_starttime() {
 	echo "${20}"
 }
 
-# proc_descendants PID: every descendant as "pid:starttime", one a line.
+# proc_descendants PID: every descendant as "pid:starttime", one a line
+# (the start time as proc_starttime reads it; zombies left out).
 proc_descendants() {
-	local root=$1 p
-	ps -e -o pid= -o ppid= | awk -v root="$root" '
+	ps -e -o pid= -o ppid= | awk -v root="$1" '
 		{ kids[$2] = kids[$2] " " $1 }
 		END {
 			n = split(kids[root], q, " ")
 			for (i = 1; i <= n; i++) {
-				print q[i]
 				m = split(kids[q[i]], more, " ")
 				for (j = 1; j <= m; j++) q[++n] = more[j]
+				line = ""
+				if ((getline line < ("/proc/" q[i] "/stat")) <= 0) continue
+				close("/proc/" q[i] "/stat")
+				sub(/^.*\) /, "", line)
+				split(line, f, " ")
+				if (f[1] != "Z" && f[1] != "X") print q[i] ":" f[20]
 			}
-		}' | while read -r p; do
-		local st
-		st=$(proc_starttime "$p") && echo "$p:$st"
-	done
+		}'
 }
 
 # procs_alive FILE: print the "pid:starttime" lines of FILE still running.
@@ -229,17 +231,26 @@ status_json() {
 	timeout 20 sbfs status --json "${1:-$MNT}"
 }
 
+# json_int JSON KEY: the integer after the first "KEY": in JSON, which is
+# sbfs's own compact status line (its keys are plain words), without a
+# jq process: the helpers read it for every mount.
+json_int() {
+	local re="\"$2\":(-?[0-9]+)"
+	[[ $1 =~ $re ]] || return 1
+	echo "${BASH_REMATCH[1]}"
+}
+
 # calls KIND [MNT]: the backend call counter KIND (list, stat, exec, ...).
 # A test that counts calls measures from its first count on, so from then
 # until its teardown no other test may drop the kernel's caches.
 calls() {
-	local v
+	local st re='"calls":\{([^}]*)\}'
 	caches_steady_begin || return 1
-	v=$(status_json "${2:-$MNT}" | jq -er --arg k "$1" '.calls[$k]') || {
+	st=$(status_json "${2:-$MNT}") && [[ $st =~ $re ]] &&
+		json_int "{${BASH_REMATCH[1]}}" "$1" || {
 		fail "calls $1: no counter in sbfs status --json"
 		return 1
 	}
-	echo "$v"
 }
 
 # ------------------------------------------------------------ setup/teardown
@@ -319,11 +330,16 @@ mount_sbfs() {
 			return 1
 		fi
 		is_mounted "$mnt" || fail "sbfs returned 0 but $mnt is not mounted" || return 1
-		local pid
-		pid=$(sbfs_daemon_pid "$mnt") || fail "cannot find the daemon serving $mnt" || return 1
+	fi
+	# one status call names the daemon and its sandbox
+	local st pid re='"sandbox":"([^"]*)"'
+	st=$(status_json "$mnt" 2>/dev/null) || st=
+	if ((!fg)); then
+		pid=$(json_int "$st" pid) && [[ -d /proc/$pid ]] ||
+			pid=$(sbfs_daemon_pid "$mnt") || fail "cannot find the daemon serving $mnt" || return 1
 		echo "$pid" >"$rec/pid"
 	fi
-	status_json "$mnt" 2>/dev/null | jq -r '.sandbox // empty' >"$rec/sandbox" 2>/dev/null || true
+	if [[ $st =~ $re ]]; then echo "${BASH_REMATCH[1]}"; fi >"$rec/sandbox"
 	proc_descendants "$(cat "$rec/pid")" >"$rec/procs"
 	MNT=$mnt
 	SBFS_REC=$rec
@@ -427,7 +443,7 @@ _record_fault_counters() {
 	st=$(timeout 10 sbfs status --json "$mnt" 2>/dev/null) || return 0
 	local k n
 	for k in faults_injected retries deadlines; do
-		n=$(jq -r ".$k // 0" <<<"$st" 2>/dev/null) || continue
+		n=$(json_int "$st" "$k") || continue
 		((n > 0)) && tally "$k" "$n"
 	done
 	return 0
