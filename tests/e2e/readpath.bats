@@ -68,10 +68,13 @@ sandbox_sha() {
 # that does not keep the cache empties it first.
 @test "the page cache is kept across opens while the file is unchanged" {
 	require_cmd fincore
+	caches_steady_begin # no other test drops the kernel's caches meanwhile
 	sb sh -c 'head -c 4194304 /dev/urandom > pc'
 	cat "$MNT/pc" >/dev/null
 	pages=$(fincore -n -o PAGES "$MNT/pc" | tr -d ' ')
-	assert_eq "$pages" 1024 "pages cached after a read and a new open"
+	# An open that does not keep the cache leaves none of the 1024 pages;
+	# memory pressure on a loaded machine may take one or two of them.
+	((pages >= 1000)) || fail "$pages of 1024 pages cached after a read and a new open"
 	# Changed in the sandbox: the next open must not show the old pages.
 	sb sh -c 'head -c 4194304 /dev/urandom > pc'
 	pages=$(fincore -n -o PAGES "$MNT/pc" | tr -d ' ')
