@@ -151,13 +151,13 @@ procs_alive() {
 
 procs_gone() { [[ -z $(procs_alive "$1") ]]; }
 
-# sbfs_daemon_pid MNT: the pid of the daemon serving MNT. Uses the "pid"
-# field of `sbfs status --json` when there is one, else looks for an sbfs
-# process whose last argument is MNT.
+# sbfs_daemon_pid MNT [STATUS]: the pid of the daemon serving MNT. Uses the
+# "pid" field of `sbfs status --json` (STATUS, when the caller has it) when
+# there is one, else looks for an sbfs process whose last argument is MNT.
 sbfs_daemon_pid() {
-	local mnt=$1 pid d
-	pid=$(timeout 10 sbfs status --json "$mnt" 2>/dev/null | jq -r '.pid // empty' 2>/dev/null)
-	if [[ $pid =~ ^[0-9]+$ ]] && [[ -d /proc/$pid ]]; then
+	local mnt=$1 st=${2-} pid d
+	[[ -n $st ]] || st=$(timeout 10 sbfs status --json "$mnt" 2>/dev/null)
+	if pid=$(json_int "$st" pid) && [[ -d /proc/$pid ]]; then
 		echo "$pid"
 		return 0
 	fi
@@ -335,8 +335,7 @@ mount_sbfs() {
 	local st pid re='"sandbox":"([^"]*)"'
 	st=$(status_json "$mnt" 2>/dev/null) || st=
 	if ((!fg)); then
-		pid=$(json_int "$st" pid) && [[ -d /proc/$pid ]] ||
-			pid=$(sbfs_daemon_pid "$mnt") || fail "cannot find the daemon serving $mnt" || return 1
+		pid=$(sbfs_daemon_pid "$mnt" "$st") || fail "cannot find the daemon serving $mnt" || return 1
 		echo "$pid" >"$rec/pid"
 	fi
 	if [[ $st =~ $re ]]; then echo "${BASH_REMATCH[1]}"; fi >"$rec/sandbox"
