@@ -138,7 +138,9 @@ struct sb_backend_ops {
 			  off_t size, mode_t mode);
 	int (*list_dir)(struct sb_backend *b, const char *path,
 			struct sb_dirlist *out);
-	/* lstat semantics; *link_target (may be NULL) is set for symlinks */
+	/* lstat semantics; *link_target (may be NULL) is set for symlinks.
+	 * st_nlink 0: this call cannot tell a directory's link count (the
+	 * Docker archive API); the fs core keeps the count it knew. */
 	int (*stat)(struct sb_backend *b, const char *path, struct stat *st,
 		    char **link_target);
 	int (*mkdir)(struct sb_backend *b, const char *path, mode_t mode);

@@ -82,7 +82,8 @@ void fs_map_attr(const struct fs *fs, struct stat *st)
 		if (st->st_gid == fs->b->guest_gid)
 			st->st_gid = fs->gid;
 	}
-	if (st->st_nlink == 0)
+	/* A directory's unknown count is node_set_attr's to keep. */
+	if (st->st_nlink == 0 && !S_ISDIR(st->st_mode))
 		st->st_nlink = 1;
 	st->st_blksize = 4096;
 	if (st->st_blocks == 0)

@@ -309,8 +309,13 @@ void node_set_attr(struct node_table *t, struct node *n, const struct stat *st,
 		n->guest_ino = st->st_ino;
 		n->guest_dev = st->st_dev;
 	}
+	nlink_t known = n->attr_set && S_ISDIR(n->st.st_mode) ? n->st.st_nlink : 0;
 	n->st = *st;
 	n->st.st_ino = n->ino;
+	/* A stat that cannot count a directory's subdirectories (nlink 0)
+	 * leaves the count the listings and the mount's own calls gave. */
+	if (S_ISDIR(st->st_mode) && st->st_nlink == 0)
+		n->st.st_nlink = known ? known : 2;
 	/* The sandbox may not have seen the mount's last change here yet (a
 	 * create uploaded at close, a queued remove). */
 	if (S_ISDIR(st->st_mode)) {

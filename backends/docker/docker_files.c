@@ -541,8 +541,15 @@ int docker_stat(struct sb_backend *b, const char *path, struct stat *st,
 		      (m & GO_SETGID ? S_ISGID : 0) | (m & GO_STICKY ? S_ISVTX : 0);
 	json_int_t size = json_integer_value(json_object_get(j, "size"));
 	st->st_size = size > 0 ? (off_t)size : 0;
+	/* Whole seconds, as the shell's listings and stats give them: a time
+	 * that changed precision between two stats would look like a new
+	 * version of the file and drop its cached content. */
+	mt.tv_nsec = 0;
 	st->st_mtim = st->st_atim = st->st_ctim = mt;
-	st->st_nlink = type == S_IFDIR ? 2 : 1;
+	/* The engine's stat header has no link count: a directory's (its
+	 * subdirectories) is left for the fs core to keep, a guess of 2 would
+	 * undo what the mount's own mkdir and rename counted. */
+	st->st_nlink = type == S_IFDIR ? 0 : 1;
 	st->st_uid = d->uid;
 	st->st_gid = d->gid;
 	st->st_blksize = 4096;

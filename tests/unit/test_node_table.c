@@ -208,6 +208,31 @@ static void dir_times_follow_own_changes(void)
 	node_table_destroy(&t);
 }
 
+/* A stat that cannot count subdirectories (the Docker archive API says
+ * nlink 0) keeps the count a listing or the mount's own mkdir gave. */
+static void unknown_dir_link_count_is_kept(void)
+{
+	struct node_table t;
+	CHECK_INT(node_table_init(&t, 0755), 0);
+	struct node *d = node_child_get(&t, t.root, "d");
+	set_attr(&t, d, S_IFDIR | 0755, 100); /* nlink 0: never known */
+	CHECK_INT(d->st.st_nlink, 2);
+	struct stat st;
+	memset(&st, 0, sizeof st);
+	st.st_mode = S_IFDIR | 0755;
+	st.st_nlink = 5; /* a listing counted three subdirectories */
+	struct timespec exp = far_future();
+	node_set_attr(&t, d, &st, NULL, &exp);
+	node_subdirs_changed(d, -1); /* the mount's rmdir of one */
+	set_attr(&t, d, S_IFDIR | 0755, 200);
+	CHECK_INT(d->st.st_nlink, 4);
+	/* A count that is known replaces it. */
+	st.st_nlink = 3;
+	node_set_attr(&t, d, &st, NULL, &exp);
+	CHECK_INT(d->st.st_nlink, 3);
+	node_table_destroy(&t);
+}
+
 static void removed_node(void)
 {
 	struct node_table t;
@@ -232,5 +257,6 @@ int main(void)
 	freed_child_drops_listing();
 	dir_times_follow_own_changes();
 	removed_node();
+	unknown_dir_link_count_is_kept();
 	return unit_done("node_table");
 }
