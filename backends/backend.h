@@ -262,11 +262,15 @@ struct sb_backend {
  *           conflict with or observe;
  *   gone:   stat of a path removed but not yet landed: true answers
  *           -ENOENT without a call;
- *   filter: after a successful list_dir: drops such entries. */
+ *   filter: after a successful list_dir: drops such entries;
+ *   settle: ahead of a stat (levels 1) or list_dir (levels 2) of path:
+ *           lands the removes of directories that many levels below it,
+ *           which the answer's link counts would still count. */
 struct sb_call_hooks {
 	void (*before)(void *arg, enum sb_call kind);
 	bool (*gone)(void *arg, const char *path);
 	void (*filter)(void *arg, const char *dir, struct sb_dirlist *l);
+	void (*settle)(void *arg, const char *path, int levels);
 	void *arg;
 };
 

@@ -459,9 +459,11 @@ int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 
 int sb_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out)
 {
+	const struct sb_call_hooks *h = b->hooks;
+	if (h && h->settle)
+		h->settle(h->arg, path, 2);
 	struct call c = {.kind = SB_CALL_LIST, .path = path, .list = out};
 	int rc = call_run(b, &c);
-	const struct sb_call_hooks *h = b->hooks;
 	if (rc == 0 && h && h->filter)
 		h->filter(h->arg, path, out);
 	return rc;
@@ -473,6 +475,8 @@ int sb_stat(struct sb_backend *b, const char *path, struct stat *st,
 	const struct sb_call_hooks *h = b->hooks;
 	if (h && h->gone && h->gone(h->arg, path))
 		return -ENOENT;
+	if (h && h->settle)
+		h->settle(h->arg, path, 1);
 	struct call c = {.kind = SB_CALL_STAT, .path = path, .st = st,
 			 .target = link_target};
 	return call_run(b, &c);

@@ -73,12 +73,14 @@ static struct remove_plan plan_remove(struct fs *fs, uint64_t parent,
 	pl.ino = n ? n->ino : 0;
 	pl.f = n ? fs_pin_file(fs, n) : NULL;
 	pl.pending_below = is_dir && n && pending_upload_below(n);
-	/* Write-back queues the remove (wb_removes.h): a file always, a
+	/* Write-back queues the remove (wb_removes.h): a file unless it has
+	 * other names (their link counts are asked of the sandbox next), a
 	 * directory only when it is known empty; otherwise the sandbox
 	 * answers now, after the queued removes it depends on (the
 	 * dispatcher lands them ahead of the call). */
 	struct timespec now = fs_now();
-	pl.queue = fs->wb && n && (!is_dir || known_empty(fs, n, &now));
+	pl.queue = fs->wb && n &&
+		   (is_dir ? known_empty(fs, n, &now) : n->st.st_nlink <= 1);
 	table_unlock(fs);
 	return pl;
 }

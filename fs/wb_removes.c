@@ -202,6 +202,18 @@ static void hook_filter(void *arg, const char *dir, struct sb_dirlist *l)
 	l->n = k;
 }
 
+static void hook_settle(void *arg, const char *path, int levels)
+{
+	struct wb_removes *r = arg;
+	if (atomic_load(&r->outstanding) == 0)
+		return;
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
+	bool counted = rmq_dir_removed_below(&r->q, path, levels);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
+	if (counted)
+		wbr_drain(r);
+}
+
 /* ---- queue, background drain ---- */
 
 bool wbr_rmdir_can_queue(const struct wbr_dir_view *d)
@@ -341,6 +353,7 @@ struct wb_removes *wbr_start(struct fs *fs)
 	r->th_started = true;
 	r->hooks = (struct sb_call_hooks){
 		.before = hook_before, .gone = hook_gone, .filter = hook_filter,
+		.settle = hook_settle,
 		.arg = r,
 	};
 	fs->b->hooks = &r->hooks;

@@ -110,6 +110,58 @@ static void set_drop(struct rmq *q, const char *path)
 	q->nset--;
 }
 
+/* The set also counts, for each directory removal, its parent and its
+ * grandparent under keys of their own (the number of levels, as a byte,
+ * before the path; no path starts so): a stat of the parent, or a listing
+ * of the grandparent, shows a link count that removal changes. NULL when
+ * there is no such ancestor, or no memory. */
+static char *ancestor_key(const char *path, int levels)
+{
+	size_t len = strlen(path);
+	for (int i = 0; i < levels; i++) {
+		while (len > 0 && path[len - 1] != '/')
+			len--;
+		if (len == 0)
+			return NULL;
+		len--; /* the slash */
+	}
+	char *k = malloc(len + 3);
+	if (!k)
+		return NULL;
+	k[0] = (char)levels;
+	if (len == 0)
+		memcpy(k + 1, "/", 2);
+	else {
+		memcpy(k + 1, path, len);
+		k[len + 1] = '\0';
+	}
+	return k;
+}
+
+/* Adds (or, with drop, removes) a directory removal's ancestor keys. */
+static int ancestors_update(struct rmq *q, const char *path, bool drop)
+{
+	for (int levels = 1; levels <= 2; levels++) {
+		char *k = ancestor_key(path, levels);
+		if (!k)
+			return 0;
+		int rc = 0;
+		if (drop)
+			set_drop(q, k);
+		else
+			rc = set_add(q, k);
+		free(k);
+		if (rc < 0) {
+			if (levels == 2 && (k = ancestor_key(path, 1))) {
+				set_drop(q, k);
+				free(k);
+			}
+			return rc;
+		}
+	}
+	return 0;
+}
+
 int rmq_push(struct rmq *q, const char *path, bool is_dir)
 {
 	if (q->head > 0 && q->head == q->n)
@@ -131,6 +183,11 @@ int rmq_push(struct rmq *q, const char *path, bool is_dir)
 	}
 	char *copy = strdup(path);
 	if (!copy || set_add(q, path) < 0) {
+		free(copy);
+		return -ENOMEM;
+	}
+	if (is_dir && ancestors_update(q, path, false) < 0) {
+		set_drop(q, path);
 		free(copy);
 		return -ENOMEM;
 	}
@@ -172,6 +229,8 @@ void rmq_done(struct rmq *q, struct rmq_entry *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		set_drop(q, v[i].path);
+		if (v[i].is_dir)
+			ancestors_update(q, v[i].path, true);
 		free(v[i].path);
 	}
 	free(v);
@@ -215,5 +274,25 @@ bool rmq_gone_in(const struct rmq *q, const char *dir, const char *name)
 	bool r = rmq_gone(q, buf);
 	if (buf != stackbuf)
 		free(buf);
+	return r;
+}
+
+bool rmq_dir_removed_below(const struct rmq *q, const char *dir, int levels)
+{
+	if (q->nset == 0 || levels < 1 || levels > 2)
+		return false;
+	size_t dl = strlen(dir);
+	while (dl > 1 && dir[dl - 1] == '/')
+		dl--;
+	char stackbuf[1024];
+	char *k = dl + 2 <= sizeof stackbuf ? stackbuf : malloc(dl + 2);
+	if (!k)
+		return false;
+	k[0] = (char)levels;
+	memcpy(k + 1, dir, dl);
+	k[dl + 1] = '\0';
+	bool r = in_set(q, k, dl + 1);
+	if (k != stackbuf)
+		free(k);
 	return r;
 }

@@ -22,7 +22,8 @@ struct rmq {
 	size_t head, n, cap;
 	size_t pending_bytes; /* path bytes of the pending entries */
 	struct rmq_slot **buckets;
-	size_t nbuckets, nset; /* set: pending and taken, not yet done */
+	size_t nbuckets, nset; /* set: pending and taken, not yet done, and
+				* two ancestor keys per directory among them */
 };
 
 void rmq_init(struct rmq *q);
@@ -40,5 +41,9 @@ void rmq_done(struct rmq *q, struct rmq_entry *v, size_t n);
 bool rmq_gone(const struct rmq *q, const char *path);
 /* rmq_gone(dir + "/" + name) */
 bool rmq_gone_in(const struct rmq *q, const char *dir, const char *name);
+/* Whether a directory levels (1 or 2) below dir is queued or being
+ * removed: dir's own link count (1), or a listing's counts of dir's
+ * subdirectories (2), would still count it. */
+bool rmq_dir_removed_below(const struct rmq *q, const char *dir, int levels);
 
 #endif

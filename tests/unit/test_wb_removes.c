@@ -48,7 +48,7 @@ static void queue_order_and_set(void)
 	CHECK_INT(rmq_pending(&q), 1);
 	CHECK(rmq_gone(&q, "/w/d/f1"));
 	rmq_done(&q, v, k);
-	CHECK_INT(q.nset, 1);
+	CHECK_INT(q.nset, 3); /* /w/d, and its parent's and grandparent's keys */
 	CHECK(rmq_gone(&q, "/w/d/f1")); /* below the dir still queued */
 
 	k = rmq_take(&q, 10, 1 << 20, &v);
@@ -58,6 +58,45 @@ static void queue_order_and_set(void)
 	CHECK(!rmq_gone(&q, "/w/d"));
 	CHECK_INT(rmq_take(&q, 10, 1 << 20, &v), 0);
 	CHECK_INT(q.nset, 0);
+	rmq_free(&q);
+}
+
+/* A queued directory removal is still counted by its parent's link count
+ * (a stat of the parent settles it first) and by a listing of its
+ * grandparent (which shows the parent's count). */
+static void dir_removal_ancestors(void)
+{
+	struct rmq q;
+	rmq_init(&q);
+	CHECK_INT(rmq_push(&q, "/w/a/f", false), 0);
+	CHECK(!rmq_dir_removed_below(&q, "/w/a", 1)); /* a file counts no link */
+	CHECK_INT(rmq_push(&q, "/w/a/b", true), 0);
+	CHECK_INT(rmq_push(&q, "/x", true), 0);
+	CHECK(rmq_dir_removed_below(&q, "/w/a", 1));
+	CHECK(rmq_dir_removed_below(&q, "/w/a/", 1));
+	CHECK(rmq_dir_removed_below(&q, "/w", 2));
+	CHECK(!rmq_dir_removed_below(&q, "/w", 1));
+	CHECK(!rmq_dir_removed_below(&q, "/w/a", 2));
+	CHECK(!rmq_dir_removed_below(&q, "/w/a/b", 1));
+	CHECK(rmq_dir_removed_below(&q, "/", 1)); /* /x */
+	CHECK(!rmq_dir_removed_below(&q, "/", 2));
+	CHECK(!rmq_gone(&q, "/w/a")); /* the keys name no path */
+	/* taken but not landed: still counted; landed: not */
+	struct rmq_entry *v = NULL;
+	size_t k = rmq_take(&q, 3, 1 << 20, &v);
+	CHECK_INT(k, 3);
+	CHECK(rmq_dir_removed_below(&q, "/w/a", 1));
+	rmq_done(&q, v, k);
+	CHECK(!rmq_dir_removed_below(&q, "/w/a", 1));
+	CHECK(!rmq_dir_removed_below(&q, "/w", 2));
+	CHECK(!rmq_dir_removed_below(&q, "/", 1));
+	CHECK_INT((long)q.nset, 0);
+	/* a name queued twice is counted until both land */
+	CHECK_INT(rmq_push(&q, "/w/c", true), 0);
+	CHECK_INT(rmq_push(&q, "/w/c", true), 0);
+	k = rmq_take(&q, 1, 1 << 20, &v);
+	rmq_done(&q, v, k);
+	CHECK(rmq_dir_removed_below(&q, "/w", 1));
 	rmq_free(&q);
 }
 
@@ -243,6 +282,7 @@ static void forgotten_child_invalidates_listing(void)
 int main(void)
 {
 	queue_order_and_set();
+	dir_removal_ancestors();
 	queue_twice_and_budget();
 	report_parser();
 	rmdir_can_queue();
