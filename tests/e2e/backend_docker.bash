@@ -44,6 +44,16 @@ backend_sweep() { timeout 120 sbfs sweep -o backend=docker >/dev/null 2>&1 || tr
 backend_vendor_secret() { :; }
 backend_shares_host_etc() { return 1; }
 backend_upload_keeps_mtime() { return 1; }
+# a killed container is stopped, not removed
+backend_sandbox_stopped() {
+	[[ $(docker inspect -f '{{.State.Running}}' "$(cat "$1/sandbox")" 2>/dev/null) != true ]]
+}
+backend_lists_natively() { return 1; }
+# this suite's engines have no storage driver that takes a size
+backend_disk_limit() { echo refused; }
+backend_disk_refusal() { echo "cannot enforce disk= (its storage driver has no size limit here: "; }
+backend_disk_refused_as_user() { return 1; }
+backend_host_workspace() { :; }
 
 # docker_sandbox_kill ID: SIGKILL the container, as a crash would.
 docker_sandbox_kill() {

@@ -27,6 +27,20 @@
 #                                sandbox must never see (empty if none)
 #   backend_shares_host_etc      0 if the sandbox sees the host's /etc by design
 #   backend_upload_keeps_mtime   0 if an upload gives the sandbox's copy our mtime
+#   backend_sandbox_stopped REC  0 once that sandbox no longer runs (a killed
+#                                one may be stopped, not yet removed)
+#   backend_lists_natively       0 if listings are the backend's own call, fast
+#                                enough for 20,000 names (not the shell's)
+#   backend_disk_limit           how -o disk= fares here: "enforced" (the
+#                                workspace is a file system of that size under
+#                                $T/root), "vendor" (the vendor is asked; its
+#                                own file tests it) or "refused"
+#   backend_disk_refusal         the part of the refusal line to expect
+#   backend_disk_refused_as_user 0 if, where disk= is enforced as root, a
+#                                mount by an unprivileged user refuses it
+#   backend_host_workspace       the host directory of the current mount's
+#                                workspace, where a test can write behind the
+#                                mount's back; nothing if there is none
 #
 # REC is a mount's record dir ($T/.mounts/N: files mnt, pid, sandbox, procs).
 # The local sandbox's processes are the daemon's descendants, recorded in
@@ -77,6 +91,17 @@ backend_sweep() { :; }
 backend_vendor_secret() { :; }
 backend_shares_host_etc() { return 1; }
 backend_upload_keeps_mtime() { [[ $SBFS_TEST_OPTS != *shell_ops* ]]; }
+backend_sandbox_stopped() { backend_sandbox_gone "$1"; }
+backend_lists_natively() { return 0; }
+# As root the workspace is a loop-mounted ext4 image of that size.
+backend_disk_limit() {
+	if [[ $(id -u) == 0 && -e /dev/loop-control ]]; then echo enforced; else echo refused; fi
+}
+backend_disk_refusal() {
+	echo "sbfs: error: backend 'local' can enforce disk= only when sbfs runs as root (it mounts the workspace on a file system of that size); drop disk= or run sbfs as root"
+}
+backend_disk_refused_as_user() { return 0; }
+backend_host_workspace() { echo "$T/root/$SBFS_SANDBOX"; }
 
 # _local_refresh_procs REC: add the daemon's current descendants (sbexec
 # commands started more of them) to REC/procs.

@@ -41,11 +41,7 @@ state_is_dead() {
 # sandbox_stopped: the current mount's sandbox no longer runs (a killed
 # container is stopped, not removed).
 sandbox_stopped() {
-	if [[ $SBFS_TEST_BACKEND == docker ]]; then
-		[[ $(docker inspect -f '{{.State.Running}}' "$SBFS_SANDBOX" 2>/dev/null) != true ]]
-	else
-		sandbox_gone_check "$SBFS_REC"
-	fi
+	backend_sandbox_stopped "$SBFS_REC"
 }
 
 # unsaved_dir: where this mount's unmount save goes.

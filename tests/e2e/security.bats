@@ -254,7 +254,7 @@ nodes_within() {
 	# names a second on a loaded machine: there the same check runs at a
 	# tenth of the scale (the cache is the fs core's, the same code).
 	local files=20000 bound=1000
-	if [[ $SBFS_TEST_BACKEND != local || $SBFS_TEST_OPTS == *shell_ops* ]]; then
+	if ! backend_lists_natively || [[ $SBFS_TEST_OPTS == *shell_ops* ]]; then
 		files=2000 bound=100
 	fi
 	mount_sbfs -o "max_nodes=$bound"
@@ -318,14 +318,10 @@ host_masked_etc() {
 	tally "host paths looked for in the sandbox's processes and mounts" "$((n + 1))"
 }
 
-# disk_limit_enforced: -o disk= can hold on this backend and machine
-# (local as root: a loop-mounted image; docker: an engine whose storage
-# driver takes a size, which this suite's dockerd does not have).
+# disk_limit_enforced: -o disk= holds on this backend and machine with a
+# workspace of that size on the host (the backend's hooks say).
 disk_limit_enforced() {
-	case $SBFS_TEST_BACKEND in
-	local) [[ $(id -u) == 0 && -e /dev/loop-control ]] ;;
-	*) return 1 ;;
-	esac
+	[[ $(backend_disk_limit) == enforced ]]
 }
 
 @test "disk=32M: filling the workspace gives ENOSPC in the sandbox and on the mount, and loses nothing accepted" {
@@ -361,13 +357,13 @@ disk_limit_enforced() {
 }
 
 @test "disk=: refused where the backend cannot enforce it, with one line saying so" {
-	[[ $SBFS_TEST_BACKEND == modal ]] && skip "Modal enforces disk= itself (ephemeral_disk_mb, tested below)"
+	[[ $(backend_disk_limit) == vendor ]] && skip "the vendor enforces disk= itself (its own file tests it)"
 	local mnt=$T/mnt
 	mkdir -p "$mnt"
-	if [[ $SBFS_TEST_BACKEND == local && $(id -u) == 0 ]]; then
-		# as root local enforces it: the refusal is that of a user, who
-		# needs a path it can reach ($T may sit in the caller's private
-		# temp dir): a directory of its own in /tmp
+	if disk_limit_enforced && backend_disk_refused_as_user; then
+		# enforced as root: the refusal is that of a user, who needs a
+		# path it can reach ($T may sit in the caller's private temp
+		# dir): a directory of its own in /tmp
 		require_cmd setpriv
 		local u
 		u=$(mktemp -d /tmp/sbfs-e2e-user.XXXXXX)
@@ -383,10 +379,7 @@ disk_limit_enforced() {
 		run timeout 60 sbfs -o "$(sbfs_opts mnt disk=64)" "$mnt"
 	fi
 	[ "$status" -ne 0 ] || fail "a mount with disk= that cannot be enforced succeeded"
-	case $SBFS_TEST_BACKEND in
-	local) assert_output_has "sbfs: error: backend 'local' can enforce disk= only when sbfs runs as root (it mounts the workspace on a file system of that size); drop disk= or run sbfs as root" ;;
-	docker) assert_output_has "cannot enforce disk= (its storage driver has no size limit here: " ;;
-	esac
+	assert_output_has "$(backend_disk_refusal)"
 	[[ $(grep -c . <<<"$output") == 1 ]] || fail "more than one line: $output"
 	nothing_left_behind "$mnt"
 }
