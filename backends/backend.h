@@ -257,20 +257,17 @@ struct sb_backend {
 
 /* What the dispatcher asks the fs core around each call, so removes the
  * fs queued without a call stay invisible and ordered:
- *   before: ahead of every call except list_dir, stat, create, destroy and
- *           the batch remove itself: lands whatever the call could
- *           conflict with or observe;
+ *   before: ahead of every call except create, destroy and the batch
+ *           remove itself, with the call's path: lands whatever the call
+ *           could conflict with or observe (for a stat or a list_dir,
+ *           only the removes whose link counts it would show);
  *   gone:   stat of a path removed but not yet landed: true answers
  *           -ENOENT without a call;
- *   filter: after a successful list_dir: drops such entries;
- *   settle: ahead of a stat (levels 1) or list_dir (levels 2) of path:
- *           lands the removes of directories that many levels below it,
- *           which the answer's link counts would still count. */
+ *   filter: after a successful list_dir: drops such entries. */
 struct sb_call_hooks {
-	void (*before)(void *arg, enum sb_call kind);
+	void (*before)(void *arg, enum sb_call kind, const char *path);
 	bool (*gone)(void *arg, const char *path);
 	void (*filter)(void *arg, const char *dir, struct sb_dirlist *l);
-	void (*settle)(void *arg, const char *path, int levels);
 	void *arg;
 };
 

@@ -338,9 +338,8 @@ static int count(struct sb_backend *b, enum sb_call kind, int rc, bool shell)
 static void before_call(struct sb_backend *b, const struct call *c)
 {
 	const struct sb_call_hooks *h = b->hooks;
-	if (h && h->before && c->kind != SB_CALL_LIST && c->kind != SB_CALL_STAT &&
-	    !(c->kind == SB_CALL_REMOVE && c->batch))
-		h->before(h->arg, c->kind);
+	if (h && h->before && !(c->kind == SB_CALL_REMOVE && c->batch))
+		h->before(h->arg, c->kind, c->path);
 }
 
 /* The attempt loop of every call. */
@@ -459,11 +458,9 @@ int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 
 int sb_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out)
 {
-	const struct sb_call_hooks *h = b->hooks;
-	if (h && h->settle)
-		h->settle(h->arg, path, 2);
 	struct call c = {.kind = SB_CALL_LIST, .path = path, .list = out};
 	int rc = call_run(b, &c);
+	const struct sb_call_hooks *h = b->hooks;
 	if (rc == 0 && h && h->filter)
 		h->filter(h->arg, path, out);
 	return rc;
@@ -475,8 +472,6 @@ int sb_stat(struct sb_backend *b, const char *path, struct stat *st,
 	const struct sb_call_hooks *h = b->hooks;
 	if (h && h->gone && h->gone(h->arg, path))
 		return -ENOENT;
-	if (h && h->settle)
-		h->settle(h->arg, path, 1);
 	struct call c = {.kind = SB_CALL_STAT, .path = path, .st = st,
 			 .target = link_target};
 	return call_run(b, &c);

@@ -166,10 +166,23 @@ void wbr_drain(struct wb_removes *r)
 
 /* ---- hooks (struct sb_call_hooks) ---- */
 
-static void hook_before(void *arg, enum sb_call kind)
+/* A stat, or a listing of a directory's parent, would still count the
+ * queued removes of its subdirectories in their link counts: those land
+ * first. Every other call could conflict with any queued remove. */
+static void hook_before(void *arg, enum sb_call kind, const char *path)
 {
-	(void)kind;
-	wbr_drain(arg);
+	struct wb_removes *r = arg;
+	int levels = kind == SB_CALL_STAT ? 1 : kind == SB_CALL_LIST ? 2 : 0;
+	if (levels && path) {
+		if (atomic_load(&r->outstanding) == 0)
+			return;
+		fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
+		bool counted = rmq_dir_removed_below(&r->q, path, levels);
+		fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
+		if (!counted)
+			return;
+	}
+	wbr_drain(r);
 }
 
 static bool hook_gone(void *arg, const char *path)
@@ -200,18 +213,6 @@ static void hook_filter(void *arg, const char *dir, struct sb_dirlist *l)
 	}
 	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 	l->n = k;
-}
-
-static void hook_settle(void *arg, const char *path, int levels)
-{
-	struct wb_removes *r = arg;
-	if (atomic_load(&r->outstanding) == 0)
-		return;
-	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
-	bool counted = rmq_dir_removed_below(&r->q, path, levels);
-	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
-	if (counted)
-		wbr_drain(r);
 }
 
 /* ---- queue, background drain ---- */
@@ -353,7 +354,6 @@ struct wb_removes *wbr_start(struct fs *fs)
 	r->th_started = true;
 	r->hooks = (struct sb_call_hooks){
 		.before = hook_before, .gone = hook_gone, .filter = hook_filter,
-		.settle = hook_settle,
 		.arg = r,
 	};
 	fs->b->hooks = &r->hooks;

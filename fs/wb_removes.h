@@ -6,8 +6,8 @@
  * queue drains before every backend call except list_dir and stat; a stat
  * of a queued path answers ENOENT without a call and listings leave queued
  * names out, so nothing shows a removed name again; a stat of a directory
- * (or a listing of its parent) first lands the removes of its queued
- * subdirectories, whose link counts the answer would show. A file with
+ * (or a listing of its parent) drains first only when a subdirectory of it
+ * is queued, whose removal the answer's link counts would show. A file with
  * other names is removed at once, not queued: their link counts are asked
  * of the sandbox next. A background thread
  * drains WBR_IDLE_MS after the last queued remove, or at once when

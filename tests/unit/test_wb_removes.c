@@ -62,7 +62,7 @@ static void queue_order_and_set(void)
 }
 
 /* A queued directory removal is still counted by its parent's link count
- * (a stat of the parent settles it first) and by a listing of its
+ * (a stat of the parent lands it first) and by a listing of its
  * grandparent (which shows the parent's count). */
 static void dir_removal_ancestors(void)
 {
