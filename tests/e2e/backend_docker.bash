@@ -52,7 +52,6 @@ backend_lists_natively() { return 1; }
 # this suite's engines have no storage driver that takes a size
 backend_disk_limit() { echo refused; }
 backend_disk_refusal() { echo "cannot enforce disk= (its storage driver has no size limit here: "; }
-backend_disk_refused_as_user() { return 1; }
 backend_host_workspace() { :; }
 
 # docker_sandbox_kill ID: SIGKILL the container, as a crash would.

@@ -31,13 +31,12 @@
 #                                one may be stopped, not yet removed)
 #   backend_lists_natively       0 if listings are the backend's own call, fast
 #                                enough for 20,000 names (not the shell's)
-#   backend_disk_limit           how -o disk= fares here: "enforced" (the
-#                                workspace is a file system of that size under
-#                                $T/root), "vendor" (the vendor is asked; its
-#                                own file tests it) or "refused"
+#   backend_disk_limit           how -o disk= fares here: "enforced" (as
+#                                root: the workspace is a file system of that
+#                                size under $T/root, and an unprivileged
+#                                user's mount refuses it), "vendor" (the vendor
+#                                is asked; its own file tests it) or "refused"
 #   backend_disk_refusal         the part of the refusal line to expect
-#   backend_disk_refused_as_user 0 if, where disk= is enforced as root, a
-#                                mount by an unprivileged user refuses it
 #   backend_host_workspace       the host directory of the current mount's
 #                                workspace, where a test can write behind the
 #                                mount's back; nothing if there is none
@@ -100,7 +99,6 @@ backend_disk_limit() {
 backend_disk_refusal() {
 	echo "sbfs: error: backend 'local' can enforce disk= only when sbfs runs as root (it mounts the workspace on a file system of that size); drop disk= or run sbfs as root"
 }
-backend_disk_refused_as_user() { return 0; }
 backend_host_workspace() { echo "$T/root/$SBFS_SANDBOX"; }
 
 # _local_refresh_procs REC: add the daemon's current descendants (sbexec

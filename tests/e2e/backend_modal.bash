@@ -52,7 +52,6 @@ backend_lists_natively() { return 1; }
 # Modal is asked for an ephemeral disk of that size (modal.bats)
 backend_disk_limit() { echo vendor; }
 backend_disk_refusal() { :; }
-backend_disk_refused_as_user() { return 1; }
 backend_host_workspace() { :; }
 
 # modal_sandbox_kill ID: terminate the sandbox, as its lifetime ending or

@@ -38,12 +38,6 @@ state_is_dead() {
 	[[ $(status_field '.state') == dead ]]
 }
 
-# sandbox_stopped: the current mount's sandbox no longer runs (a killed
-# container is stopped, not removed).
-sandbox_stopped() {
-	backend_sandbox_stopped "$SBFS_REC"
-}
-
 # unsaved_dir: where this mount's unmount save goes.
 unsaved_dir() {
 	echo "$XDG_STATE_HOME/sbfs/unsaved/$MOUNT_NAME"
@@ -167,7 +161,7 @@ PY
 	local writer=$!
 	poll 60 test -e "$T/ready" || fail "the writer did not get its data in"
 	kill_sandbox
-	poll 30 sandbox_stopped || fail "the sandbox did not die"
+	poll 30 backend_sandbox_stopped "$SBFS_REC" || fail "the sandbox did not die"
 	touch "$T/go"
 	local rc=0
 	wait "$writer" || rc=$?
