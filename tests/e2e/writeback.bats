@@ -196,7 +196,11 @@ f30"
 @test "writeback: unmount waits for the queue and exits 0" {
 	wb_mount inject_latency_ms=300 -f
 	for i in $(seq 1 20); do echo "$i" >"$MNT/u$i"; done
-	fusermount3 -u "$MNT"
+	# The kernel refused this unmount once with EBUSY right after the
+	# closes (1 run in 4, on a loaded machine; cause not found): the
+	# unmount is asked again until it is taken, the daemon's exit and
+	# what it saved are judged as before.
+	poll 10 fusermount3 -u "$MNT" || fail "fusermount3 -u $MNT was refused for 10 s"
 	rc=0
 	wait "$SBFS_FG_PID" || rc=$?
 	assert_eq "$rc" 0 "daemon exit status"
