@@ -47,9 +47,34 @@ struct sb_spec {
 	char **options;         /* NULL-terminated backend-specific "k=v" */
 };
 
+/* One sandbox of list_owned. */
+enum sb_owned_state {
+	SB_OWNED_IN_USE, /* its daemon runs (here, or on another host) */
+	SB_OWNED_KEPT,   /* left on purpose: -o keep, or attached */
+	SB_OWNED_ORPHAN, /* its daemon is gone: sweep removes it */
+};
+struct sb_owned {
+	char id[256];        /* what -o attach= and `sbfs destroy` take, and
+			      * `sbfs status` shows: the sbfs name if it has one */
+	char ref[128];       /* the vendor's own id where it differs: sweep
+			      * removes by it; "" otherwise */
+	enum sb_owned_state state;
+	time_t created;      /* 0: unknown */
+	char why[160];       /* what the state rests on (an orphan: why it is one) */
+};
+#define SB_OWNED_NONE 1
+
 /* Output callback: return 0 to go on, negative to abort the command (the
  * backend kills it and exec returns that value). */
 typedef int (*sb_output_fn)(void *arg, const char *data, size_t len);
+
+/* A terminal for the command (sbexec -t): everything it shows comes as
+ * stdout (there is no separate stderr), and stdin is what is typed. */
+struct sb_exec_tty {
+	unsigned short rows, cols;
+	/* readable: a new size, 4 bytes (exec_tty_resize reads it) */
+	int resize_fd;
+};
 
 struct sb_exec_req {
 	const char *const *argv; /* argv[0] looked up in the guest's PATH */
@@ -61,6 +86,13 @@ struct sb_exec_req {
 	sb_output_fn on_stderr;
 	void *cb_arg;
 	int cancel_fd;           /* readable = kill the command now; -1 = none */
+	/* *signal_fd readable: one byte, a signal number
+	 * (exec_forwarded_signal reads it) for the command's processes, which
+	 * go on running. Polled only by a backend with exec_signals. A
+	 * pointer so that a request that never sets it has none (NULL). */
+	const int *signal_fd;
+	/* NULL = pipes. Set only for a backend with exec_tty. */
+	const struct sb_exec_tty *tty;
 };
 
 struct sb_exec_result {
@@ -125,7 +157,14 @@ struct sb_backend_ops {
 	int (*create)(struct sb_backend *b, const struct sb_spec *spec);
 	int (*exec)(struct sb_backend *b, const struct sb_exec_req *req,
 		    struct sb_exec_result *res);
+	/* exec delivers req->signal_fd's signals to the command (sbexec's
+	 * Ctrl-C reaches a trap); without it a Ctrl-C kills the command. */
+	bool exec_signals;
+	/* exec gives the command a terminal when req->tty asks (sbexec -t) */
+	bool exec_tty;
 	/* Idempotent: destroying a sandbox that is already gone is success.
+	 * Called only when spec.keep is clear: for an attached sandbox, that
+	 * is `sbfs destroy` asking for exactly this.
 	 * Must work on a backend that sb_backend_fail() marked dead. */
 	int (*destroy)(struct sb_backend *b);
 	/* Release client-side resources; the sandbox itself is left alone. */
@@ -169,6 +208,15 @@ struct sb_backend_ops {
 	/* `sbfs sweep`: destroy sandboxes labelled by sbfs whose owning mount
 	 * is gone; print one line per sandbox handled. May be NULL. */
 	int (*sweep)(const struct sb_spec *spec);
+	/* The sandboxes sbfs made for this user on this backend, as `sbfs
+	 * list` shows them and sweep judges them (each backend's sweep
+	 * works from this one listing). Creates nothing, answers within a
+	 * few seconds. 0 with *v (malloc'd, free it) and *n; SB_OWNED_NONE
+	 * when the backend is not set up here (no credentials: nothing to
+	 * say); else -errno with a one-line reason in err (the engine cannot
+	 * be reached). May be NULL: its sandboxes die with their daemon. */
+	int (*list_owned)(const struct sb_spec *spec, struct sb_owned **v,
+			  size_t *n, char *err, size_t errlen);
 
 	/* Batch upload (write-back mode): every v[i] as write_file would,
 	 * in one vendor call where the vendor has one. Sets each v[i].rc and
@@ -235,6 +283,10 @@ struct sb_backend {
 	void *priv;                 /* the backend's own state */
 	struct sb_spec spec;        /* copy owned by the backend object */
 	char id[256];               /* sandbox id, set by create/attach */
+	/* Where the sandbox lives when the backend found it rather than was
+	 * told (docker: the engine, its context): for the log and status.
+	 * "" = nothing to say. */
+	char endpoint[512];
 	/* The user the sandbox runs its commands as, in its own ids: set by
 	 * create (-o idmap=user shows it as the mounting user). */
 	uid_t guest_uid;
@@ -274,6 +326,8 @@ struct sb_call_hooks {
 /* ---- registry, lifecycle (registry.c) ---- */
 
 const struct sb_backend_ops *sb_backend_find(const char *name);
+/* Whether opt ("key" or "key=value") is one of ops' option_keys. */
+bool sb_backend_option_known(const struct sb_backend_ops *ops, const char *opt);
 /* NULL-terminated list of every compiled-in backend */
 const struct sb_backend_ops *const *sb_backend_all(void);
 
@@ -291,6 +345,9 @@ struct sb_backend *sb_backend_create(const struct sb_backend_ops *ops,
 				     char *err, size_t errlen);
 /* Destroys the sandbox unless spec.keep, then frees everything. */
 int sb_backend_destroy(struct sb_backend *b);
+/* The sbfs daemon with that pid is gone: no such process, a zombie, or
+ * not sbfs (the pid was reused). For sweeps (daemon_gone.c). */
+bool sb_daemon_gone(int pid);
 void sb_backend_free(struct sb_backend *b);
 
 /* Marks the backend dead with a reason (first reason wins), logs it once,

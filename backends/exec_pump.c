@@ -2,6 +2,7 @@
 #include "util/call_deadline.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -60,6 +61,62 @@ void stdin_pump_step(struct stdin_pump *p, bool src_ready, bool dst_ready,
 		to->close(to->arg);
 		p->open = false;
 	}
+}
+
+int exec_pump_fd(int *fd, sb_output_fn fn, void *arg)
+{
+	char buf[EXEC_IO_CHUNK];
+	for (;;) {
+		ssize_t n = read(*fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EIO)
+			return errno == EAGAIN ? 0 : -errno;
+		if (n <= 0) {
+			close(*fd);
+			*fd = -1;
+			return 1;
+		}
+		if (fn) {
+			int rc = fn(arg, buf, (size_t)n);
+			if (rc < 0)
+				return rc;
+		}
+	}
+}
+
+int exec_signal_fd(const struct sb_exec_req *req)
+{
+	return req->signal_fd ? *req->signal_fd : -1;
+}
+
+int exec_forwarded_signal(int signal_fd)
+{
+	unsigned char sig;
+	if (signal_fd < 0 || read(signal_fd, &sig, 1) != 1)
+		return 0;
+	switch (sig) {
+	case SIGINT:
+	case SIGTERM:
+	case SIGHUP:
+	case SIGQUIT:
+		return sig;
+	default:
+		return 0;
+	}
+}
+
+bool exec_tty_resize(const struct sb_exec_tty *tty, unsigned short *rows,
+		     unsigned short *cols)
+{
+	unsigned short size[2];
+	bool got = false;
+	while (read(tty->resize_fd, size, sizeof size) == (ssize_t)sizeof size) {
+		*rows = size[0];
+		*cols = size[1];
+		got = true;
+	}
+	return got;
 }
 
 bool exec_utf8_valid(const char *s)

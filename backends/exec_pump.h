@@ -20,6 +20,23 @@
 int exec_begin(const struct sb_exec_req *req, struct sb_exec_req *bounded,
 	       struct sb_exec_result *res);
 
+/* The fd to poll for req's signals, or -1 when it has none. */
+int exec_signal_fd(const struct sb_exec_req *req);
+/* The signal waiting on signal_fd (read, so the fd goes quiet), or 0 when
+ * there is none or it is not one sbexec forwards (SIGINT, SIGTERM, SIGHUP,
+ * SIGQUIT). */
+int exec_forwarded_signal(int signal_fd);
+
+/* A new terminal size from tty->resize_fd: true with *rows and *cols set
+ * when one was waiting (the last of those waiting wins). */
+bool exec_tty_resize(const struct sb_exec_tty *tty, unsigned short *rows,
+		     unsigned short *cols);
+
+/* Reads what *fd (non-blocking: a pipe, or a pty's master) has into fn:
+ * 0 = go on, 1 = its end (*fd closed and set to -1; for a pty master, EIO
+ * once the command's side is closed), < 0 = fn's abort or a read error. */
+int exec_pump_fd(int *fd, sb_output_fn fn, void *arg);
+
 /* Whether s is valid UTF-8 (no overlong forms, no surrogates): what a
  * JSON or protobuf string can carry as is. An argv, cwd or env item that
  * is not travels encoded, and a guest shell decodes it. */

@@ -94,7 +94,7 @@ const char *sb_spec_option(const struct sb_spec *spec, const char *key)
 	return NULL;
 }
 
-static bool option_known(const struct sb_backend_ops *ops, const char *opt)
+bool sb_backend_option_known(const struct sb_backend_ops *ops, const char *opt)
 {
 	size_t klen = strcspn(opt, "=");
 	for (size_t i = 0; ops->option_keys && ops->option_keys[i]; i++)
@@ -109,7 +109,7 @@ struct sb_backend *sb_backend_create(const struct sb_backend_ops *ops,
 				     char *err, size_t errlen)
 {
 	for (size_t i = 0; spec->options && spec->options[i]; i++) {
-		if (!option_known(ops, spec->options[i])) {
+		if (!sb_backend_option_known(ops, spec->options[i])) {
 			int klen = (int)strcspn(spec->options[i], "=");
 			snprintf(err, errlen, "unknown option '%.*s' for backend '%s'",
 				 klen, spec->options[i], ops->name);

@@ -7,9 +7,11 @@
 # end in '='.
 _sbfs_option_names="backend= image= workdir= env= network block_network
 allow_egress_to= cpu= memory= sandbox_timeout= idle_timeout= tag= keep
-attach= disk= idmap= attr_timeout= dir_timeout= writeback spool_dir= max_nodes=
-call_timeout= log=
+attach= disk= idmap= attr_timeout= dir_timeout= writeback spool_dir= max_nodes= ro noexec noatime allow_other auto_unmount nonempty uid= gid=
+call_timeout= log= log_level=
 local_root= docker_host= pull pids= app= gpu= region= cloud=
+template= ca_file= user= keepalive_timeout=
+sbx_path= host_network_policy= create_timeout=
 egress_enforcement= shell_ops inject_latency_ms= inject_faults="
 
 # Mountpoints of sbfs mounts, one a line, with mountinfo's octal escapes
@@ -28,7 +30,7 @@ _sbfs_backends()
 {
     local names
     names=$(sbfs --help 2>/dev/null | sed -n '/^Backends:/,$s/^  \([a-z0-9_]*\) .*/\1/p')
-    printf '%s\n' ${names:-local docker modal}
+    printf '%s\n' ${names:-local docker modal e2b sbx}
 }
 
 # Images the docker engine has, only where that is cheap: a docker CLI that
@@ -70,9 +72,10 @@ _sbfs_complete_option_list()
         backend) words=$(_sbfs_backends) ;;
         image) words=$(_sbfs_images) ;;
         egress_enforcement) words=sni ;;
+        host_network_policy) words=$'deny-all\nallow-all\nunknown' ;;
         idmap) words=$'user\nnone' ;;
         workdir) words="/workspace" ;;
-        spool_dir | local_root | log)
+        spool_dir | local_root | log | ca_file | sbx_path)
             local IFS=$'\n'
             COMPREPLY=($(compgen -f -- "$value"))
             COMPREPLY=("${COMPREPLY[@]/#/$head$key=}")
@@ -139,7 +142,7 @@ _sbfs()
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "-f -d -o -h --help -V --version" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W "status sync refresh sweep" -- "$cur"))
+            COMPREPLY=($(compgen -W "status sync refresh sweep umount list destroy" -- "$cur"))
             local IFS=$'\n'
             COMPREPLY+=($(compgen -d -- "$cur"))
             compopt -o filenames 2>/dev/null
@@ -149,13 +152,24 @@ _sbfs()
     case $cmd in
     status)
         if [[ $cur == -* ]]; then
-            COMPREPLY=($(compgen -W "--json" -- "$cur"))
+            COMPREPLY=($(compgen -W "--json --watch" -- "$cur"))
         else
             _sbfs_complete_mounts "$cur"
         fi
         ;;
     sync)
-        _sbfs_complete_mounts "$cur"
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "--json --progress" -- "$cur"))
+        else
+            _sbfs_complete_mounts "$cur"
+        fi
+        ;;
+    umount)
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "-l --lazy --json" -- "$cur"))
+        else
+            _sbfs_complete_mounts "$cur"
+        fi
         ;;
     refresh)
         if [[ $COMP_CWORD -eq 2 ]]; then
@@ -166,8 +180,11 @@ _sbfs()
             compopt -o filenames 2>/dev/null
         fi
         ;;
-    sweep)
+    sweep|destroy)
         COMPREPLY=($(compgen -W "-o" -- "$cur"))
+        ;;
+    list)
+        COMPREPLY=($(compgen -W "--json -o" -- "$cur"))
         ;;
     *)
         if [[ $cur == -* ]]; then
@@ -195,7 +212,7 @@ _sbexec()
         COMPREPLY=($(compgen -d -- "$cur"))
         return
         ;;
-    -t | --timeout | -e | --env)
+    -T | --timeout | -e | --env)
         return
         ;;
     esac
@@ -205,7 +222,7 @@ _sbexec()
     while [[ $i -lt $COMP_CWORD ]]; do
         case ${COMP_WORDS[i]} in
         --) i=$((i + 1)); break ;;
-        -m | --mount | -t | --timeout | -e | --env | -w | --workdir) i=$((i + 2)) ;;
+        -m | --mount | -T | --timeout | -e | --env | -w | --workdir) i=$((i + 2)) ;;
         -*) i=$((i + 1)) ;;
         *) break ;;
         esac
@@ -220,7 +237,7 @@ _sbexec()
         return
     fi
     if [[ $cur == -* ]]; then
-        COMPREPLY=($(compgen -W "-m -t -e -w -h --mount --timeout --env --workdir --help --" -- "$cur"))
+        COMPREPLY=($(compgen -W "-i -t -m -T -e -w -h -V --interactive --tty --mount --timeout --env --workdir --help --version --" -- "$cur"))
     else
         COMPREPLY=($(compgen -c -- "$cur"))
     fi

@@ -173,12 +173,17 @@ fi
 
 expect_bash "sbfs st" status
 expect_bash "sbfs s" status sync sweep
+expect_bash "sbfs u" umount
+expect_bash "sbfs l" list
+expect_bash "sbfs d" destroy
+expect_bash "sbfs umount --j" --json
 expect_bash "sbfs -" -f -d -o --help
 expect_bash "sbfs -o back" backend=
 expect_bash "sbfs -o backend=" local docker modal
 expect_bash "sbfs -o keep,backend=d" docker
 expect_bash "sbfs -o writeback,att" writeback,attach=
 expect_bash "sbfs -o egress_enforcement=" sni
+expect_bash "sbfs -o backend=sbx,host_network_policy=d" deny-all
 expect_bash "sbfs -o pi" pids=
 expect_bash "sbfs -oback" backend=
 expect_bash "sbfs sweep -o backend=m" modal
@@ -187,18 +192,23 @@ expect_bash "sbfs status " "$M"
 expect_bash "sbfs sync " "$M"
 expect_bash "sbfs refresh " "$M"
 expect_bash_not "sbfs status " /
+expect_bash "sbfs sync --p" --progress
+expect_bash "sbfs status --w" --watch
 expect_bash "sbexec -m " "$M"
-expect_bash "sbexec -" -m -t -e -w
-expect_bash "sbexec -t 5 ech" echo
+expect_bash "sbexec -" -m -t -T -e -w
+expect_bash "sbexec --timeout 5 ech" echo
+expect_bash "sbexec -T 5 -t ech" echo
 
 expect_zsh "sbfs s" status sync sweep
+expect_zsh "sbfs u" umount
 expect_zsh "sbfs refresh " "$M"
 expect_zsh "sbfs -o back" "sandbox backend"
 expect_zsh "sbfs -o backend=" local docker modal
 expect_zsh "sbfs -o keep,egress_enforcement=" sni
+expect_zsh "sbfs -o host_network_policy=a" allow-all
 expect_zsh "sbfs status " "$M"
 expect_zsh "sbexec -m " "$M"
-expect_zsh "sbexec -" --mount --timeout
+expect_zsh "sbexec -" --mount --timeout --tty
 
 check_zsh
 

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "frame.h"
@@ -43,92 +43,122 @@ bool control_path_within(const char *dir, const char *path, const char **rest)
 	return true;
 }
 
-/* Also gives the mount's source field ("sbfs:NAME") when src is set. */
-static int mountinfo_scan(FILE *mi, const char *dir, char *out, size_t outlen,
-			  char *src, size_t srclen)
+const char *control_mountinfo_path = "/proc/self/mountinfo";
+
+/* One mountinfo line's mountpoint, fstype and source (the mountpoint and
+ * source unescaped, in place); false for a line it cannot read. */
+static bool mount_line(char *line, char **mp, char **fstype, char **source)
 {
-	char *line = NULL;
+	/* id parent major:minor root mountpoint opts [optional...] - fstype source superopts */
+	char *save = NULL;
+	int i = 0;
+	bool after_sep = false;
+	*mp = *fstype = *source = NULL;
+	for (char *tok = strtok_r(line, " \n", &save); tok;
+	     tok = strtok_r(NULL, " \n", &save), i++) {
+		if (i == 4)
+			*mp = tok;
+		else if (i > 5 && !after_sep && !strcmp(tok, "-"))
+			after_sep = true;
+		else if (after_sep && !*fstype)
+			*fstype = tok;
+		else if (after_sep) {
+			*source = tok;
+			break;
+		}
+	}
+	if (!*mp || !*fstype)
+		return false;
+	control_mountinfo_unescape(*mp);
+	if (*source)
+		control_mountinfo_unescape(*source);
+	return true;
+}
+
+static bool is_sbfs(const char *fstype) { return !strcmp(fstype, "fuse.sbfs"); }
+
+/* The mount dir is in: the longest mountpoint that contains it, of any
+ * type (a folder mounted over part of an sbfs mount is not in it); with
+ * sbfs_only, the longest sbfs mountpoint that contains it, whatever is
+ * mounted below that. */
+static int mountinfo_scan(FILE *mi, const char *dir, bool sbfs_only, char *out,
+			  size_t outlen, char *src, size_t srclen)
+{
+	char *line = NULL, *mp, *fstype, *source;
 	size_t cap = 0;
 	size_t best = 0;
-	bool found = false;
+	bool found = false, sbfs = false;
 	while (getline(&line, &cap, mi) > 0) {
-		/* id parent major:minor root mountpoint opts [optional...] - fstype source superopts */
-		char *save = NULL, *mp = NULL, *fstype = NULL, *source = NULL;
-		int i = 0;
-		bool after_sep = false;
-		for (char *tok = strtok_r(line, " \n", &save); tok;
-		     tok = strtok_r(NULL, " \n", &save), i++) {
-			if (i == 4)
-				mp = tok;
-			else if (i > 5 && !after_sep && !strcmp(tok, "-"))
-				after_sep = true;
-			else if (after_sep && !fstype)
-				fstype = tok;
-			else if (after_sep) {
-				source = tok;
-				break;
-			}
-		}
-		if (!mp || !fstype || strcmp(fstype, "fuse.sbfs") != 0)
+		if (!mount_line(line, &mp, &fstype, &source) ||
+		    (sbfs_only && !is_sbfs(fstype)))
 			continue;
-		control_mountinfo_unescape(mp);
 		const char *rest;
 		size_t len = strlen(mp);
 		/* >= so that of two mounts on one point the later, visible one wins */
-		if (control_path_within(mp, dir, &rest) && len >= best && len < outlen) {
+		if (!control_path_within(mp, dir, &rest) || len < best)
+			continue;
+		best = len;
+		found = true;
+		sbfs = is_sbfs(fstype) && len < outlen;
+		if (sbfs) {
 			memcpy(out, mp, len + 1);
-			best = len;
-			found = true;
-			if (src) {
-				if (source)
-					control_mountinfo_unescape(source);
+			if (src)
 				snprintf(src, srclen, "%s", source ? source : "");
-			}
 		}
 	}
 	free(line);
-	return found ? 0 : -1;
+	return found && sbfs ? 0 : -1;
 }
 
-int control_mountinfo_find(FILE *mi, const char *dir, char *out, size_t outlen)
+char **control_sbfs_mounts(void)
 {
-	return mountinfo_scan(mi, dir, out, outlen, NULL, 0);
+	FILE *mi = fopen(control_mountinfo_path, "re");
+	char **v = calloc(1, sizeof *v);
+	if (!mi || !v) {
+		if (mi)
+			fclose(mi);
+		return v;
+	}
+	char *line = NULL, *mp, *fstype, *source;
+	size_t cap = 0, n = 0;
+	while (getline(&line, &cap, mi) > 0) {
+		if (!mount_line(line, &mp, &fstype, &source) || !is_sbfs(fstype))
+			continue;
+		char **nv = realloc(v, (n + 2) * sizeof *nv);
+		if (!nv)
+			break;
+		v = nv;
+		v[n] = strdup(mp);
+		v[n + 1] = NULL;
+		if (v[n])
+			n++;
+	}
+	free(line);
+	fclose(mi);
+	return v;
+}
+
+int control_mountinfo_find(FILE *mi, const char *dir, char *out, size_t outlen,
+			   char *src, size_t srclen)
+{
+	return mountinfo_scan(mi, dir, false, out, outlen, src, srclen);
+}
+
+int control_mountinfo_sbfs_ancestor(FILE *mi, const char *dir, char *out,
+				    size_t outlen)
+{
+	return mountinfo_scan(mi, dir, true, out, outlen, NULL, 0);
 }
 
 static int find_in_mountinfo(const char *dir, char *out, size_t outlen,
 			     char *src, size_t srclen)
 {
-	FILE *mi = fopen("/proc/self/mountinfo", "re");
+	FILE *mi = fopen(control_mountinfo_path, "re");
 	if (!mi)
 		return -1;
-	int rc = mountinfo_scan(mi, dir, out, outlen, src, srclen);
+	int rc = mountinfo_scan(mi, dir, false, out, outlen, src, srclen);
 	fclose(mi);
 	return rc;
-}
-
-/* Reads the socket path the daemon publishes on its mount root. */
-static int read_socket_xattr(const char *prog, struct control_target *t,
-			     bool known_sbfs, const char *shown, char *err,
-			     size_t errlen)
-{
-	ssize_t n = getxattr(t->mount, SBFS_XATTR_CONTROL, t->socket,
-			     sizeof t->socket - 1);
-	if (n > 0) {
-		t->socket[n] = '\0';
-		return 0;
-	}
-	int e = n == 0 ? ENODATA : errno;
-	if ((e == ENODATA || e == ENOTSUP) && !known_sbfs)
-		snprintf(err, errlen, "%s: %s is not an sbfs mount", prog, shown);
-	else if (e == ENODATA || e == ENOTSUP)
-		snprintf(err, errlen,
-			 "%s: the sbfs mount %s does not say where its daemon listens (is the daemon older than %s?)",
-			 prog, t->mount, prog);
-	else
-		snprintf(err, errlen,
-			 "%s: cannot reach the sbfs daemon for %s: %s (is it still running?)",
-			 prog, t->mount, strerror(e));
-	return -1;
 }
 
 /* getcwd, or $PWD when it names the same directory: the kernel's getcwd
@@ -150,22 +180,35 @@ static int current_dir(char *buf, size_t len)
 	return -1;
 }
 
-/* When the mount root cannot answer (a daemon whose sandbox died may fail
- * every fs call with EIO), the socket is found where control_socket_path
- * puts it, from the name in the mount's source "sbfs:NAME". */
+/* The daemon names its control socket in the mount's source,
+ * "sbfs:/DIR/NAME.sock", so that finding it costs the mount no request:
+ * the xattr on the root it used before made the kernel ask every file's
+ * xattrs on every `ls -l`, answers it could not cache. A daemon older than
+ * that wrote "sbfs:NAME"; its socket is looked for where
+ * control_socket_path puts it. */
 static bool socket_from_source(const char *source, char *out, size_t len)
 {
-	if (strncmp(source, "sbfs:", 5) != 0 || !source[5] || strchr(source + 5, '/'))
+	size_t plen = strlen(SBFS_MOUNT_SOURCE_PREFIX);
+	if (strncmp(source, SBFS_MOUNT_SOURCE_PREFIX, plen) != 0 || !source[plen])
 		return false;
-	const char *name = source + 5;
+	const char *rest = source + plen;
+	if (rest[0] == '/') {
+		if (strlen(rest) >= len)
+			return false;
+		memcpy(out, rest, strlen(rest) + 1);
+		return true;
+	}
+	if (strchr(rest, '/') || strlen(rest) > 255)
+		return false;
+	const char *name = rest;
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	char cand[3][PATH_MAX];
 	int n = 0;
 	if (xdg && xdg[0] == '/')
-		snprintf(cand[n++], PATH_MAX, "%s/sbfs/%s.sock", xdg, name);
+		snprintf(cand[n++], PATH_MAX, "%s/sbfs/%.255s.sock", xdg, name);
 	if (geteuid() == 0)
-		snprintf(cand[n++], PATH_MAX, "/run/sbfs/%s.sock", name);
-	snprintf(cand[n++], PATH_MAX, "/tmp/sbfs-%u/%s.sock", (unsigned)geteuid(), name);
+		snprintf(cand[n++], PATH_MAX, "/run/sbfs/%.255s.sock", name);
+	snprintf(cand[n++], PATH_MAX, "/tmp/sbfs-%u/%.255s.sock", (unsigned)geteuid(), name);
 	for (int i = 0; i < n; i++) {
 		struct stat st;
 		if (stat(cand[i], &st) == 0 && S_ISSOCK(st.st_mode) &&
@@ -175,6 +218,19 @@ static bool socket_from_source(const char *source, char *out, size_t len)
 		}
 	}
 	return false;
+}
+
+/* Whether path is an sbfs mountpoint spelled exactly as mountinfo lists
+ * it. Then no realpath is needed, and none is done: its lstat of the mount
+ * root would be a request to that mount, which hangs while the daemon is
+ * stopped and, while it is in flight, makes a concurrent unmount fail
+ * with EBUSY (`sbfs list` used to do that to every mount it listed). */
+static bool is_listed_mountpoint(const char *path, struct control_target *t,
+				 char *source, size_t srclen)
+{
+	return path[0] == '/' &&
+	       find_in_mountinfo(path, t->mount, sizeof t->mount, source, srclen) == 0 &&
+	       !strcmp(t->mount, path);
 }
 
 int control_find_mount(const char *prog, const char *explicit_mount,
@@ -193,22 +249,24 @@ int control_find_mount(const char *prog, const char *explicit_mount,
 		}
 	}
 
-	bool known_sbfs;
-	char source[256] = "";
-	if (explicit_mount) {
+	char source[PATH_MAX + 16] = "";
+	if (explicit_mount && is_listed_mountpoint(explicit_mount, t, source,
+						   sizeof source)) {
+		/* named as mountinfo has it: found without a path walk */
+	} else if (explicit_mount) {
 		char real[PATH_MAX];
 		if (!realpath(explicit_mount, real)) {
 			snprintf(err, errlen, "%s: %s: %s", prog, explicit_mount,
 				 strerror(errno));
 			return -1;
 		}
-		/* -m may name a folder inside the mount; its root has the
-		 * xattr. A mount missing from mountinfo (another namespace)
-		 * still works if the folder answers the xattr itself. */
-		known_sbfs = find_in_mountinfo(real, t->mount, sizeof t->mount, source,
-					       sizeof source) == 0;
-		if (!known_sbfs)
-			snprintf(t->mount, sizeof t->mount, "%s", real);
+		/* -m may name a folder inside the mount */
+		if (find_in_mountinfo(real, t->mount, sizeof t->mount, source,
+				      sizeof source) < 0) {
+			snprintf(err, errlen, "%s: %s is not an sbfs mount", prog,
+				 explicit_mount);
+			return -1;
+		}
 	} else {
 		if (find_in_mountinfo(dir, t->mount, sizeof t->mount, source,
 				      sizeof source) < 0) {
@@ -217,12 +275,13 @@ int control_find_mount(const char *prog, const char *explicit_mount,
 				 strcmp(prog, "sbexec") ? "name the mount" : "use -m MOUNT");
 			return -1;
 		}
-		known_sbfs = true;
 	}
-	if (read_socket_xattr(prog, t, known_sbfs,
-			      explicit_mount ? explicit_mount : t->mount, err, errlen) < 0 &&
-	    !(known_sbfs && socket_from_source(source, t->socket, sizeof t->socket)))
+	if (!socket_from_source(source, t->socket, sizeof t->socket)) {
+		snprintf(err, errlen,
+			 "%s: the sbfs mount %s does not say where its daemon listens (its source is '%s')",
+			 prog, t->mount, source);
 		return -1;
+	}
 	const char *rest;
 	if (dir && control_path_within(t->mount, dir, &rest))
 		snprintf(t->rel, sizeof t->rel, "%s", rest);
@@ -241,9 +300,14 @@ int control_connect(const char *prog, const struct control_target *t,
 	memcpy(sa.sun_path, t->socket, strlen(t->socket) + 1);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-		snprintf(err, errlen,
-			 "%s: cannot reach the sbfs daemon for %s at %s: %s (is it still running?)",
-			 prog, t->mount, t->socket, strerror(errno));
+		if (fd >= 0 && (errno == ECONNREFUSED || errno == ENOENT))
+			snprintf(err, errlen,
+				 "%s: the sbfs daemon for %s is gone (%s at %s); if the mount is dead, clear it with 'fusermount3 -u -z %s'",
+				 prog, t->mount, strerror(errno), t->socket, t->mount);
+		else
+			snprintf(err, errlen,
+				 "%s: cannot reach the sbfs daemon for %s at %s: %s (is it still running?)",
+				 prog, t->mount, t->socket, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -416,6 +480,60 @@ static int resolve_path(const char *path, char *out)
 	return rc;
 }
 
+json_t *control_request(const struct control_target *t, const char *op,
+			const char *rel, int *fdp, struct frame *f, char *err,
+			size_t errlen)
+{
+	*fdp = -1;
+	int fd = control_connect("sbfs", t, err, errlen);
+	if (fd < 0)
+		return NULL;
+	struct frame_writer w;
+	frame_writer_init(&w, fd);
+	json_t *h = json_pack("{s:s}", "op", op);
+	int rc = h ? frame_write_json(&w, FRAME_HEADER, h) : -ENOMEM;
+	json_decref(h);
+	if (rc == 0 && rel)
+		rc = frame_write_str(&w, FRAME_CWD, rel);
+	if (rc == 0)
+		rc = frame_write(&w, FRAME_GO, NULL, 0);
+	frame_writer_destroy(&w);
+	if (rc == 0 && t->reply_timeout_s > 0) {
+		struct timeval tv = {.tv_sec = t->reply_timeout_s};
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	}
+	if (rc == 0)
+		rc = frame_read(fd, f);
+	json_t *reply = NULL;
+	if (rc == -EAGAIN || rc == -EWOULDBLOCK) {
+		snprintf(err, errlen,
+			 "sbfs: the sbfs daemon for %s did not answer within %d s (is it stopped or stuck?)",
+			 t->mount, t->reply_timeout_s);
+	} else if (rc <= 0 || f->type != FRAME_JSON) {
+		snprintf(err, errlen, "sbfs: the sbfs daemon for %s %s", t->mount,
+			 rc < 0	  ? "sent a garbled reply (is it a different version?)"
+			 : rc == 0 ? "closed the connection without answering"
+				   : "answered with an unexpected message");
+	} else {
+		json_error_t jerr;
+		reply = json_loadb(f->data ? f->data : "", f->len, 0, &jerr);
+		if (!json_is_object(reply)) {
+			snprintf(err, errlen,
+				 "sbfs: the sbfs daemon for %s sent a reply that is not JSON",
+				 t->mount);
+		} else if (json_object_get(reply, "error")) {
+			const char *e = json_string_value(json_object_get(reply, "error"));
+			snprintf(err, errlen, "sbfs: %s", e ? e : "the daemon reported an error");
+		} else {
+			*fdp = fd;
+			return reply;
+		}
+		json_decref(reply);
+	}
+	close(fd);
+	return NULL;
+}
+
 int control_client_command(const char *mount, const char *op,
 			   const char *path, bool json, FILE *out)
 {
@@ -438,53 +556,22 @@ int control_client_command(const char *mount, const char *op,
 		fprintf(stderr, "sbfs: %s is not inside the mount %s\n", path, t.mount);
 		return 1;
 	}
-	int fd = control_connect("sbfs", &t, err, sizeof err);
-	if (fd < 0) {
-		fprintf(stderr, "%s\n", err);
-		return 1;
-	}
-	struct frame_writer w;
-	frame_writer_init(&w, fd);
-	json_t *h = json_pack("{s:s}", "op", op);
-	int rc = h ? frame_write_json(&w, FRAME_HEADER, h) : -ENOMEM;
-	json_decref(h);
-	if (rc == 0 && path)
-		rc = frame_write_str(&w, FRAME_CWD, rest);
-	if (rc == 0)
-		rc = frame_write(&w, FRAME_GO, NULL, 0);
-
-	int status = 1;
+	if (!strcmp(op, "status"))
+		t.reply_timeout_s = CONTROL_STATUS_TIMEOUT_S;
 	struct frame f = {0};
-	if (rc == 0)
-		rc = frame_read(fd, &f);
-	if (rc <= 0 || f.type != FRAME_JSON) {
-		fprintf(stderr, "sbfs: the sbfs daemon for %s %s\n", t.mount,
-			rc < 0	 ? "sent a garbled reply (is it a different version?)"
-			: rc == 0 ? "closed the connection without answering"
-				  : "answered with an unexpected message");
-		goto done;
-	}
-	json_error_t jerr;
-	json_t *reply = json_loadb(f.data ? f.data : "", f.len, 0, &jerr);
-	if (!json_is_object(reply)) {
-		fprintf(stderr, "sbfs: the sbfs daemon for %s sent a reply that is not JSON\n",
-			t.mount);
-	} else if (json_object_get(reply, "error")) {
-		fprintf(stderr, "sbfs: %s\n",
-			json_string_value(json_object_get(reply, "error"))
-				? json_string_value(json_object_get(reply, "error"))
-				: "the daemon reported an error");
-	} else {
-		status = 0;
-		if (json)
-			fprintf(out, "%.*s\n", (int)f.len, f.data ? f.data : "");
-		else if (!strcmp(op, "status"))
-			print_status(out, reply);
-	}
+	int fd = -1;
+	json_t *reply = control_request(&t, op, path ? rest : NULL, &fd, &f, err,
+					sizeof err);
+	int status = reply ? 0 : 1;
+	if (!reply)
+		fprintf(stderr, "%s\n", err);
+	if (reply && json)
+		fprintf(out, "%.*s\n", (int)f.len, f.data ? f.data : "");
+	else if (reply && !strcmp(op, "status"))
+		print_status(out, reply);
 	json_decref(reply);
-done:
 	frame_free(&f);
-	frame_writer_destroy(&w);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return status;
 }

@@ -82,6 +82,8 @@ struct exec_io {
 	struct conn *c;
 	int stdin_w;  /* -1 once closed or when stdin is not forwarded */
 	int done[2];  /* written once the command has ended */
+	int sig[2];   /* signals for the command: the backend reads sig[0] */
+	int resize[2]; /* terminal sizes (sbexec -t): the backend reads resize[0] */
 	atomic_bool client_gone;
 };
 
@@ -167,6 +169,22 @@ static void *exec_reader(void *arg)
 		case FRAME_KILL:
 			control_cancel_conn(c);
 			break;
+		case FRAME_RESIZE:
+			if (f.len == 4 && io->resize[1] >= 0) {
+				const unsigned char *d = (const unsigned char *)f.data;
+				unsigned short size[2] = {(unsigned short)(d[0] << 8 | d[1]),
+							  (unsigned short)(d[2] << 8 | d[3])};
+				if (write(io->resize[1], size, sizeof size) < 0)
+					sb_debug("control: resize pipe: %s", strerror(errno));
+			}
+			break;
+		case FRAME_SIGNAL:
+			/* A backend that cannot deliver it kills instead, as a
+			 * Ctrl-C did before signals were forwarded. */
+			if (f.len != 1 || !c->s->b->ops->exec_signals ||
+			    write(io->sig[1], f.data, 1) != 1)
+				control_cancel_conn(c);
+			break;
 		default:
 			sb_warn("control: unexpected frame 0x%02x during a command; killing it",
 				f.type);
@@ -243,6 +261,14 @@ void control_do_exec(struct conn *c, const struct request *rq)
 		control_reply_error(c, FRAME_EXIT, msg);
 		return;
 	}
+	if (rq->tty && !b->ops->exec_tty) {
+		snprintf(err, sizeof err,
+			 "the %s backend cannot give a command a terminal; run sbexec without -t",
+			 b->ops->name);
+		control_reply_error(c, FRAME_EXIT, err);
+		free(cwd);
+		return;
+	}
 	if (sb_backend_is_dead(b)) {
 		snprintf(err, sizeof err, "sandbox is unusable: %s", b->dead_reason);
 		control_reply_error(c, FRAME_EXIT, err);
@@ -258,13 +284,15 @@ void control_do_exec(struct conn *c, const struct request *rq)
 		return;
 	}
 
-	struct exec_io io = {.c = c, .stdin_w = -1, .done = {-1, -1}};
+	struct exec_io io = {.c = c, .stdin_w = -1, .done = {-1, -1}, .sig = {-1, -1},
+			     .resize = {-1, -1}};
 	int stdin_pipe[2] = {-1, -1};
 	pthread_t reader;
 	int rc;
 	/* CLOEXEC: a command that inherited our write end would never see
 	 * stdin EOF. */
-	if (pipe2(io.done, O_CLOEXEC) < 0 ||
+	if (pipe2(io.done, O_CLOEXEC) < 0 || pipe2(io.sig, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    (rq->tty && pipe2(io.resize, O_CLOEXEC | O_NONBLOCK) < 0) ||
 	    (rq->want_stdin && pipe2(stdin_pipe, O_CLOEXEC) < 0)) {
 		snprintf(err, sizeof err, "could not run the command: %s", strerror(errno));
 		goto setup_failed;
@@ -289,7 +317,11 @@ void control_do_exec(struct conn *c, const struct request *rq)
 		.on_stderr = on_stderr,
 		.cb_arg = &io,
 		.cancel_fd = c->cancel[0],
+		.signal_fd = &io.sig[0],
 	};
+	struct sb_exec_tty tty = {rq->tty_rows, rq->tty_cols, io.resize[0]};
+	if (rq->tty)
+		req.tty = &tty;
 	struct sb_exec_result res = {0};
 	pthread_mutex_lock(&s->mu);
 	bool stopping = s->stopping;
@@ -333,6 +365,10 @@ cleanup:
 	for (int i = 0; i < 2; i++) {
 		if (io.done[i] >= 0)
 			close(io.done[i]);
+		if (io.sig[i] >= 0)
+			close(io.sig[i]);
+		if (io.resize[i] >= 0)
+			close(io.resize[i]);
 		if (stdin_pipe[i] >= 0)
 			close(stdin_pipe[i]);
 	}

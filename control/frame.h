@@ -58,6 +58,8 @@ enum frame_type {
 	FRAME_STDIN = 'I',
 	FRAME_STDIN_EOF = 'E',
 	FRAME_KILL = 'K',
+	FRAME_SIGNAL = 'S', /* one byte: a signal for the command (sbexec's Ctrl-C) */
+	FRAME_RESIZE = 'Z', /* rows, cols: uint16 each, big-endian (sbexec -t) */
 	FRAME_STDOUT = 'O',
 	FRAME_STDERR = 'R',
 	FRAME_EXIT = 'X',

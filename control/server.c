@@ -120,6 +120,9 @@ static int parse_header(struct request *rq, const struct frame *f, char *msg,
 	const char *op = json_string_value(json_object_get(h, "op"));
 	json_t *t = json_object_get(h, "timeout");
 	json_t *in = json_object_get(h, "stdin");
+	json_t *tty = json_object_get(h, "tty");
+	json_int_t rows = json_integer_value(json_object_get(tty, "rows"));
+	json_int_t cols = json_integer_value(json_object_get(tty, "cols"));
 	int rc = -1;
 	if (!op || strlen(op) >= sizeof rq->op)
 		snprintf(msg, msglen, "protocol error: the request has no valid \"op\"");
@@ -128,7 +131,13 @@ static int parse_header(struct request *rq, const struct frame *f, char *msg,
 		snprintf(msg, msglen, "the timeout must be a number of seconds, 0 or more");
 	else if (in && !json_is_boolean(in))
 		snprintf(msg, msglen, "protocol error: \"stdin\" must be true or false");
+	else if (tty && (!json_is_object(tty) || rows < 0 || rows > 65535 || cols < 0 ||
+			 cols > 65535))
+		snprintf(msg, msglen, "protocol error: \"tty\" must be {rows, cols}");
 	else {
+		rq->tty = tty != NULL;
+		rq->tty_rows = (unsigned short)rows;
+		rq->tty_cols = (unsigned short)cols;
 		snprintf(rq->op, sizeof rq->op, "%s", op);
 		rq->timeout = t ? json_number_value(t) : 0;
 		rq->want_stdin = in ? json_is_true(in) : false;
@@ -294,12 +303,15 @@ static void do_status(struct conn *c)
 	json_object_set_new(o, "backend",
 			    json_string(b->ops && b->ops->name ? b->ops->name : "?"));
 	json_object_set_new(o, "sandbox", json_string(b->id));
+	if (b->endpoint[0])
+		json_object_set_new(o, "endpoint", json_string(b->endpoint));
 	/* The mount's name: what its unsaved/ folder is called. */
 	json_object_set_new(o, "name", json_string(b->spec.name));
 	json_object_set_new(o, "workdir",
 			    json_string(b->spec.workdir ? b->spec.workdir
 							: SB_DEFAULT_WORKDIR));
 	json_object_set_new(o, "state", json_string(dead ? "dead" : "running"));
+	json_object_set_new(o, "started", json_integer((json_int_t)s->started));
 	if (dead)
 		json_object_set_new(o, "reason", json_string(b->dead_reason));
 	json_t *calls = json_object(), *errors = json_object();
@@ -352,6 +364,36 @@ static void do_sync(struct conn *c)
 	reply_json(c, json_pack("{s:b}", "ok", 1));
 }
 
+/* `sbfs umount`: the client unmounts next, then waits on this connection
+ * for the teardown report (control_server_take_unmount_fd). A later
+ * umount replaces an earlier one, whose client then reads end of stream. */
+static void do_unmount(struct conn *c)
+{
+	reply_json(c, json_pack("{s:b,s:i}", "ok", 1, "pid", (int)getpid()));
+	int fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		sb_warn("control: cannot keep the unmount connection: %s", strerror(errno));
+		return;
+	}
+	pthread_mutex_lock(&c->s->mu);
+	c->handed_off = true;
+	if (c->s->unmount_fd >= 0)
+		close(c->s->unmount_fd);
+	c->s->unmount_fd = fd;
+	pthread_mutex_unlock(&c->s->mu);
+}
+
+int control_server_take_unmount_fd(struct control_server *s)
+{
+	if (!s)
+		return -1;
+	pthread_mutex_lock(&s->mu);
+	int fd = s->unmount_fd;
+	s->unmount_fd = -1;
+	pthread_mutex_unlock(&s->mu);
+	return fd;
+}
+
 static void do_refresh(struct conn *c, const struct request *rq)
 {
 	control_invalidate(c->s, rq->cwd ? rq->cwd : "");
@@ -393,6 +435,8 @@ static void serve(struct conn *c)
 		do_sync(c);
 	else if (!strcmp(rq.op, "refresh"))
 		do_refresh(c, &rq);
+	else if (!strcmp(rq.op, "unmount"))
+		do_unmount(c);
 	else {
 		snprintf(msg, sizeof msg,
 			 "unknown request \"%s\" (is sbexec newer than the sbfs daemon?)",
@@ -408,8 +452,9 @@ static void *conn_main(void *arg)
 	serve(c);
 	/* The fd itself is closed by whoever joins us, so a concurrent stop
 	 * never shuts down a recycled descriptor. */
-	shutdown(c->fd, SHUT_RDWR);
 	pthread_mutex_lock(&c->s->mu);
+	if (!c->handed_off)
+		shutdown(c->fd, SHUT_RDWR);
 	c->finished = true;
 	pthread_mutex_unlock(&c->s->mu);
 	return NULL;
@@ -590,6 +635,8 @@ struct control_server *control_server_start(const char *socket_path,
 		return NULL;
 	}
 	s->lfd = -1;
+	s->unmount_fd = -1;
+	s->started = time(NULL);
 	s->wake[0] = s->wake[1] = -1;
 	s->b = b;
 	if (hooks)
@@ -650,7 +697,8 @@ void control_server_stop(struct control_server *s)
 	pthread_mutex_lock(&s->mu);
 	for (struct conn *c = s->conns; c; c = c->next) {
 		control_cancel_conn(c);
-		shutdown(c->fd, SHUT_RDWR);
+		if (!c->handed_off)
+			shutdown(c->fd, SHUT_RDWR);
 	}
 	struct conn *list = s->conns;
 	s->conns = NULL;
@@ -662,6 +710,8 @@ void control_server_stop(struct control_server *s)
 		list = next;
 	}
 	unlink(s->path);
+	if (s->unmount_fd >= 0)
+		close(s->unmount_fd);
 	close(s->lfd);
 	close(s->wake[0]);
 	close(s->wake[1]);

@@ -39,11 +39,17 @@ struct control_server *control_server_start(const char *socket_path,
 					    const struct control_hooks *hooks,
 					    char *err, size_t errlen);
 
+/* The connection of the last `sbfs umount` request, for the teardown
+ * report (control_write_unmount_report); the caller owns it. -1: none. */
+int control_server_take_unmount_fd(struct control_server *s);
+
 /* Kills running commands, closes every connection, joins the threads and
  * removes the socket. */
 void control_server_stop(struct control_server *s);
 
-/* The xattr on the mount root whose value is the socket path. */
-#define SBFS_XATTR_CONTROL "user.sbfs.control"
+/* A mount's source (mountinfo's field, fsname to libfuse) is this prefix
+ * and its control socket's path: clients find the socket without a
+ * request to the mount. */
+#define SBFS_MOUNT_SOURCE_PREFIX "sbfs:"
 
 #endif

@@ -26,6 +26,7 @@ struct conn {
 	 * control_server_stop can write it at any moment. */
 	int cancel[2];
 	bool finished; /* under s->mu; the accept thread then joins and frees */
+	bool handed_off; /* its socket now carries the unmount report: never shut down */
 	struct conn *next;
 };
 
@@ -40,12 +41,18 @@ struct control_server {
 	pthread_mutex_t mu;
 	struct conn *conns;
 	bool stopping;
+	/* The connection of the last `sbfs umount`, dup'd: the daemon writes
+	 * its teardown report there once the sandbox is gone. -1: none. */
+	int unmount_fd;
+	time_t started; /* when the mount was made (wall clock), for `sbfs list` */
 };
 
 struct request {
 	char op[16];
 	double timeout;
 	bool want_stdin;
+	bool tty;                          /* sbexec -t */
+	unsigned short tty_rows, tty_cols;
 	char **argv; /* NULL-terminated */
 	size_t argc;
 	char **env;  /* NULL-terminated */

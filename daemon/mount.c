@@ -2,11 +2,13 @@
  * flush → destroy. A failure at any step undoes the steps before it. */
 #include "mount.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +16,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../control/client.h"
+#include "../control/frame.h"
 #include "../control/server.h"
-#include "../fs/fs.h"
+#include "../fs/coherence.h"
+#include "../fs/core/fs.h"
 #include "../fs/fuse_adapter.h"
-#include "../fs/wb_journal.h"
-#include "../fs/writeback.h"
+#include "../fs/writeback/wb_journal.h"
+#include "../fs/writeback/writeback.h"
+#include "../util/crash_report.h"
 #include "../util/log.h"
 
 /* ---- daemonizing: the parent waits for the child's verdict ---- */
@@ -59,7 +65,9 @@ static void detach_and_wait(void)
 	setsid();
 }
 
-static void report_ready(int status, const char *log_path)
+/* log_path: -o log=, or NULL for syslog (the journal); tag: the
+ * mountpoint, which starts each syslog line. */
+static void report_ready(int status, const char *log_path, const char *tag)
 {
 	if (ready_fd < 0)
 		return;
@@ -68,8 +76,11 @@ static void report_ready(int status, const char *log_path)
 			  : -1;
 	if (fd < 0)
 		fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (status == 0 && !log_path)
+		sb_log_to_syslog(tag);
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (status == 0) {
+		sb_log_set_timestamps(true);
 		if (null >= 0) {
 			dup2(null, STDIN_FILENO);
 			dup2(null, STDOUT_FILENO);
@@ -127,14 +138,47 @@ static bool is_mountpoint(const char *path)
 	return found;
 }
 
-static int check_mountpoint(const char *given, char *abs, char *err, size_t errlen)
+/* A directory with files would have them hidden by the mount. */
+static bool dir_has_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return false;
+	struct dirent *e;
+	bool any = false;
+	while (!any && (e = readdir(d)))
+		any = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return any;
+}
+
+/* The sbfs mount that abs is inside of, if any, into outer. */
+static bool inside_sbfs_mount(const char *abs, char *outer, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	bool found = control_mountinfo_sbfs_ancestor(f, abs, outer, len) == 0;
+	fclose(f);
+	return found;
+}
+
+/* A FUSE mount whose daemon died stays mounted; only a lazy unmount
+ * clears it. */
+static void dead_mount_error(const char *path, int e, char *err, size_t errlen)
+{
+	snprintf(err, errlen,
+		 "%.200s is a dead mount (%s: its daemon is gone); clear it with 'fusermount3 -u -z %.200s' and mount again",
+		 path, strerror(e), path);
+}
+
+static int check_mountpoint(const char *given, bool nonempty, char *abs,
+			    char *err, size_t errlen)
 {
 	struct stat st;
 	if (stat(given, &st) < 0) {
 		if (errno == ENOTCONN)
-			snprintf(err, errlen,
-				 "%s is a dead mount (a crashed sbfs?); clear it with: fusermount3 -u -z %s",
-				 given, given);
+			dead_mount_error(given, errno, err, errlen);
 		else
 			snprintf(err, errlen, "mountpoint %s: %s (create it with: mkdir -p %s)",
 				 given, strerror(errno), given);
@@ -149,13 +193,35 @@ static int check_mountpoint(const char *given, char *abs, char *err, size_t errl
 		return -1;
 	}
 	if (is_mountpoint(abs)) {
-		snprintf(err, errlen,
-			 "%.300s is already a mountpoint (busy); unmount it first or pick another directory",
-			 abs);
+		DIR *d = opendir(abs);
+		int e = d ? 0 : errno;
+		if (d)
+			closedir(d);
+		if (e == ENOTCONN || e == ECONNABORTED)
+			dead_mount_error(abs, e, err, errlen);
+		else
+			snprintf(err, errlen,
+				 "%.300s is already a mountpoint (busy); unmount it first or pick another directory",
+				 abs);
 		return -1;
 	}
 	if (access(abs, W_OK | X_OK) < 0 && getuid() != 0) {
 		snprintf(err, errlen, "mountpoint %.300s is not writable by you", abs);
+		return -1;
+	}
+	char outer[PATH_MAX];
+	if (inside_sbfs_mount(abs, outer, sizeof outer)) {
+		snprintf(err, errlen,
+			 "%.200s is inside the sbfs mount %.200s: a mount there would hang on its own "
+			 "sandbox's answers; pick a directory outside it",
+			 abs, outer);
+		return -1;
+	}
+	if (!nonempty && dir_has_entries(abs)) {
+		snprintf(err, errlen,
+			 "mountpoint %.300s is not empty: the mount would hide its files until "
+			 "unmount; empty it, pick another directory, or pass -o nonempty",
+			 abs);
 		return -1;
 	}
 	return 0;
@@ -217,6 +283,29 @@ static void hook_status(void *arg, json_t *obj)
 			    json_real(fs->b->call_timeout_s > 0 ? fs->b->call_timeout_s
 								: SB_CALL_TIMEOUT_DEFAULT_S));
 	fs_status(arg, obj);
+	fs_fuse_status(fs, obj);
+}
+
+/* The session's -o string. The source names the control socket
+ * (SBFS_MOUNT_SOURCE_PREFIX), with the commas and backslashes of its path
+ * escaped for libfuse's option parser; nosuid,nodev last, after what the
+ * user passed: a setuid file or a device node the sandbox made never acts
+ * with this machine's rights. NULL when out of memory. */
+static char *fuse_options(const char *sock, const char *user_opts)
+{
+	char escaped[2 * PATH_MAX], *e = escaped;
+	for (const char *p = sock; *p; p++) {
+		if (*p == ',' || *p == '\\')
+			*e++ = '\\';
+		*e++ = *p;
+	}
+	*e = '\0';
+	char *s = NULL;
+	if (asprintf(&s, "fsname=%s%s,subtype=sbfs,default_permissions%s%s,nosuid,nodev",
+		     SBFS_MOUNT_SOURCE_PREFIX, escaped, user_opts ? "," : "",
+		     user_opts ? user_opts : "") < 0)
+		return NULL;
+	return s;
 }
 
 static char *default_spool_dir(void)
@@ -229,6 +318,22 @@ static char *default_spool_dir(void)
  * and named, never dropped in silence. lost: files neither uploaded nor
  * saved (their journal entries are then kept for the next start). */
 static size_t saved_count, lost_count;
+/* What the teardown has to tell `sbfs umount`, as the lines it logged. */
+static json_t *teardown_lines;
+
+static void teardown_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void teardown_say(const char *fmt, ...)
+{
+	char line[SB_REASON_MAX * 2];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	sb_err("%s", line);
+	if (!teardown_lines)
+		teardown_lines = json_array();
+	json_array_append_new(teardown_lines, json_string(line));
+}
 
 static int final_flush(struct fs *fs)
 {
@@ -246,28 +351,52 @@ static int final_flush(struct fs *fs)
 	/* The lines a user needs: what did not reach the sandbox, where each
 	 * file is now, and which are lost; the daemon then exits non-zero. */
 	if (rep.saved)
-		sb_err("unmount: %zu file(s) could not be uploaded (%s); saved in %s: %s",
-		       rep.saved, msg, dir, rep.saved_paths ? rep.saved_paths : "?");
+		teardown_say("unmount: %zu file(s) could not be uploaded (%s); saved in %s: %s",
+			     rep.saved, msg, dir, rep.saved_paths ? rep.saved_paths : "?");
 	if (rep.lost)
-		sb_err("unmount: %zu file(s) could not be uploaded (%s) nor saved in %s; "
-		       "their data is lost: %s", rep.lost, msg, dir,
-		       rep.lost_paths ? rep.lost_paths : "?");
+		teardown_say("unmount: %zu file(s) could not be uploaded (%s) nor saved in %s; "
+			     "their data is lost: %s", rep.lost, msg, dir,
+			     rep.lost_paths ? rep.lost_paths : "?");
 	if (!rep.saved && !rep.lost)
-		sb_err("unmount: the final upload failed (%s)", msg);
+		teardown_say("unmount: the final upload failed (%s)", msg);
 	fs_save_report_free(&rep);
 	return -1;
+}
+
+/* Tells the `sbfs umount` waiting on fd (if one is) how the teardown
+ * went, once the sandbox is gone. */
+static void send_teardown_report(int fd, int status, const char *id,
+				 bool kept, bool destroyed)
+{
+	if (fd >= 0) {
+		json_t *lines = teardown_lines ? json_incref(teardown_lines) : json_array();
+		json_t *o = json_pack("{s:i,s:s,s:b,s:b,s:o}", "status", status,
+				      "sandbox", id, "kept", kept, "destroyed",
+				      destroyed, "messages", lines);
+		struct frame_writer w;
+		frame_writer_init(&w, fd);
+		if (!o || frame_write_json(&w, FRAME_JSON, o) < 0)
+			sb_debug("unmount report not delivered (its client left)");
+		frame_writer_destroy(&w);
+		json_decref(o);
+		close(fd);
+	}
+	json_decref(teardown_lines);
+	teardown_lines = NULL;
 }
 
 int sbfs_mount_run(struct mount_options *o)
 {
 	char err[SB_REASON_MAX] = "";
 	char mountpoint[PATH_MAX];
-	if (check_mountpoint(o->mountpoint, mountpoint, err, sizeof err) < 0) {
+	if (check_mountpoint(o->mountpoint, o->nonempty, mountpoint, err, sizeof err) < 0) {
 		sb_err("%s", err);
 		return 1;
 	}
 	if (o->debug)
 		sb_log_set_level(SB_LOG_DEBUG);
+	if (o->log_level >= 0)
+		sb_log_set_level((enum sb_log_level)o->log_level);
 	if (!o->foreground)
 		detach_and_wait();
 
@@ -279,7 +408,7 @@ int sbfs_mount_run(struct mount_options *o)
 						 err, sizeof err);
 	if (!b) {
 		sb_err("%s", err);
-		report_ready(1, NULL);
+		report_ready(1, NULL, NULL);
 		return 1;
 	}
 
@@ -288,7 +417,7 @@ int sbfs_mount_run(struct mount_options *o)
 	b->faults = o->inject_faults; /* the backend object owns it now */
 	o->inject_faults = NULL;
 	int status = 1;
-	char sock[PATH_MAX], log_path[PATH_MAX];
+	char sock[PATH_MAX] = "", log_path[PATH_MAX] = "";
 	struct control_server *ctl = NULL;
 	struct fuse_session *se = NULL;
 	struct fs_fuse fuse_link;
@@ -296,16 +425,19 @@ int sbfs_mount_run(struct mount_options *o)
 	bool fs_ready = false, mounted = false;
 	pthread_t hup;
 	bool hup_started = false;
+	int report_fd = -1;
+	const char *log_where = o->log_path ? o->log_path
+				: o->foreground ? "the messages above"
+						: "the system log: journalctl -t sbfs";
 	int r = control_socket_path(name, sock, sizeof sock);
 	if (r < 0) {
 		sb_err("cannot make a directory for the control socket: %s", strerror(-r));
 		goto out;
 	}
+	/* Without -o log=, a daemon's lines go to syslog, a foreground one's
+	 * to the terminal. */
 	if (o->log_path)
 		snprintf(log_path, sizeof log_path, "%s", o->log_path);
-	else
-		snprintf(log_path, sizeof log_path, "%.*s.log",
-			 (int)(strlen(sock) - strlen(".sock")), sock);
 	if (!o->spool_dir)
 		o->spool_dir = default_spool_dir();
 
@@ -313,11 +445,12 @@ int sbfs_mount_run(struct mount_options *o)
 		.attr_timeout = o->attr_timeout,
 		.dir_timeout = o->dir_timeout,
 		.spool_dir = o->spool_dir,
-		.control_socket = sock,
-		.log_path = log_path,
+		.log_path = o->log_path ? log_path : o->foreground ? NULL : "syslog",
 		.writeback = o->writeback,
 		.max_nodes = o->max_nodes,
 		.idmap_none = o->idmap_none,
+		.owner_uid = o->owner_uid,
+		.owner_gid = o->owner_gid,
 	};
 	if (fs_init(&fs, b, &cfg) < 0) {
 		sb_err("out of memory");
@@ -348,13 +481,16 @@ int sbfs_mount_run(struct mount_options *o)
 		goto out;
 	}
 
-	char fsname[SB_NAME_MAX + 64];
-	snprintf(fsname, sizeof fsname,
-		 "fsname=sbfs:%s,subtype=sbfs,default_permissions,nosuid,nodev", name);
+	char *fsname = fuse_options(sock, o->fuse_opts);
+	if (!fsname) {
+		sb_err("out of memory");
+		goto out;
+	}
 	char *fargv[] = {"sbfs", "-o", fsname, o->debug ? "-d" : NULL, NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
 	se = fuse_session_new(&args, fs_fuse_ops(), sizeof *fs_fuse_ops(), &fs);
 	fuse_opt_free_args(&args);
+	free(fsname);
 	if (!se) {
 		sb_err("cannot start the FUSE session (is /dev/fuse there and fuse3 installed?)");
 		goto out;
@@ -380,8 +516,10 @@ int sbfs_mount_run(struct mount_options *o)
 	if (b->spec.keep)
 		printf("%s\n", b->id);
 	fflush(stdout);
-	report_ready(0, log_path);
-	sb_info("sandbox %s (%s) mounted at %s", b->id, b->ops->name, mountpoint);
+	report_ready(0, o->log_path ? log_path : NULL, mountpoint);
+	sb_crash_report_install();
+	sb_info("sandbox %s (%s%s%s) mounted at %s", b->id, b->ops->name,
+		b->endpoint[0] ? " at " : "", b->endpoint, mountpoint);
 
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(lc, 0);
@@ -393,6 +531,7 @@ int sbfs_mount_run(struct mount_options *o)
 
 out:
 	/* Teardown, in reverse. */
+	report_fd = control_server_take_unmount_fd(ctl);
 	if (ctl)
 		control_server_stop(ctl);
 	if (fs_ready) {
@@ -423,11 +562,22 @@ out:
 	bool keep = b->spec.keep;
 	char id[sizeof b->id];
 	snprintf(id, sizeof id, "%s", b->id);
-	if (sb_backend_destroy(b) < 0)
+	bool destroyed = false;
+	if (sb_backend_destroy(b) < 0) {
 		status = 1;
-	else if (keep)
+		teardown_say("the sandbox %s may still run (see %s); `sbfs sweep -o backend=%s` removes what sbfs left",
+			     id, log_where, o->backend->name);
+	} else if (keep) {
 		sb_info("sandbox %s kept; mount it again with -o attach=%s", id, id);
+	} else {
+		destroyed = true;
+		sb_info("sandbox %s destroyed", id);
+	}
+	/* A clean unmount leaves nothing behind: the socket went with the
+	 * control server, and there is no log file but one given with -o
+	 * log=, which is the user's. */
 	if (!mounted)
-		report_ready(1, NULL);
+		report_ready(1, NULL, NULL);
+	send_teardown_report(report_fd, status, id, keep, destroyed);
 	return status;
 }

@@ -1,9 +1,14 @@
 #include "options.h"
 
 #include "../backends/fault_inject.h"
+#include "../util/log.h"
 #include "../util/size_parse.h"
 
+#define FUSE_USE_VERSION 314
+#include <curl/curl.h>
 #include <errno.h>
+#include <fuse_lowlevel.h>
+#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -68,9 +73,8 @@ static int parse_uint(const char *key, const char *val, unsigned long long max,
 	return 0;
 }
 
-/* One key[=value] from an -o list. */
-static int apply_option(struct mount_options *o, char *opt, char *err,
-			size_t errlen)
+int mount_option_apply(struct mount_options *o, char *opt, char *err,
+		       size_t errlen)
 {
 	char *val = strchr(opt, '=');
 	if (val)
@@ -78,6 +82,7 @@ static int apply_option(struct mount_options *o, char *opt, char *err,
 	const char *key = opt;
 	unsigned long long u;
 	double d;
+	int r;
 
 #define NEED_VALUE()                                                          \
 	do {                                                                  \
@@ -199,6 +204,13 @@ static int apply_option(struct mount_options *o, char *opt, char *err,
 		SET_STRING(o->spool_dir);
 	} else if (!strcmp(key, "log")) {
 		SET_STRING(o->log_path);
+	} else if (!strcmp(key, "log_level")) {
+		NEED_VALUE();
+		enum sb_log_level level;
+		if (sb_log_level_parse(val, &level) < 0)
+			return fail(err, errlen,
+				    "-o log_level takes error, warning, info or debug, not '%s'", val);
+		o->log_level = (int)level;
 	} else if (!strcmp(key, "idmap")) {
 		NEED_VALUE();
 		if (strcmp(val, "user") && strcmp(val, "none"))
@@ -209,6 +221,8 @@ static int apply_option(struct mount_options *o, char *opt, char *err,
 		if (val)
 			return fail(err, errlen, "-o writeback takes no value (write -o writeback)");
 		o->writeback = true;
+	} else if ((r = std_option_apply(o, key, val, err, errlen)) != 0) {
+		return r < 0 ? -1 : 0;
 	} else {
 		/* Backend-specific: sb_backend_create checks it is known. */
 		char *kv;
@@ -242,23 +256,36 @@ static int apply_option_list(struct mount_options *o, const char *list,
 		if (*p == ',')
 			p++;
 		if (n)
-			r = apply_option(o, buf, err, errlen);
+			r = mount_option_apply(o, buf, err, errlen);
 	}
 	free(buf);
 	return r;
 }
 
+/* sbfs --version: what a bug report needs. */
+static void print_version(FILE *out)
+{
+	fprintf(out, "sbfs %s\nbackends:", SBFS_VERSION);
+	for (const struct sb_backend_ops *const *b = sb_backend_all(); *b; b++)
+		fprintf(out, " %s", (*b)->name);
+	fprintf(out, "\nlibfuse %s, libcurl %s, jansson %s\n", fuse_pkgversion(),
+		curl_version_info(CURLVERSION_NOW)->version, jansson_version_str());
+}
+
 void mount_options_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: sbfs [-f] [-d] [-o OPTION[,OPTION...]] MOUNTPOINT\n"
-		"       sbfs status [--json] [MOUNTPOINT]\n"
-		"       sbfs sync [MOUNTPOINT]\n"
+		"usage: sbfs [-f] [-d] [-o OPTION[,OPTION...]] [SOURCE] MOUNTPOINT\n"
+		"       sbfs status [--json | --watch] [MOUNTPOINT]\n"
+		"       sbfs sync [--json | --progress] [MOUNTPOINT]\n"
 		"       sbfs refresh [MOUNTPOINT [PATH]]\n"
+		"       sbfs umount [-l] [--json] [MOUNTPOINT]\n"
+		"       sbfs list [--json] [-o backend=NAME]\n"
+		"       sbfs destroy [-o backend=NAME] ID\n"
 		"       sbfs sweep [-o backend=NAME]\n"
 		"\n"
 		"Provisions a sandbox and mounts its workspace at MOUNTPOINT; unmount\n"
-		"(fusermount3 -u MOUNTPOINT) destroys it. Run commands in it with sbexec.\n"
+		"(sbfs umount MOUNTPOINT) destroys it. Run commands in it with sbexec.\n"
 		"\n"
 		"  -f                  stay in the foreground\n"
 		"  -d                  foreground with debug output\n"
@@ -282,7 +309,9 @@ void mount_options_usage(FILE *out)
 		"  -o max_nodes=N      bound of the cached nodes (default 100000): past it,\n"
 		"                      what the kernel has forgotten is dropped\n"
 		"  -o spool_dir=DIR    local spool for open files (default $TMPDIR or /var/tmp)\n"
-		"  -o log=FILE         daemon log (default: beside the control socket)\n"
+		"  -o log=FILE         daemon log (default: syslog, the journal on systemd:\n"
+		"                      journalctl -t sbfs; with -f, stderr)\n"
+		"  -o log_level=L      error, warning, info (default) or debug\n"
 		"  -o writeback        close() returns once the data is safe in the local\n"
 		"                      spool; uploads run in the background, batched;\n"
 		"                      fsync, sbexec, `sbfs sync` and unmount wait for them\n"
@@ -292,26 +321,71 @@ void mount_options_usage(FILE *out)
 		"  -o call_timeout=S   deadline of each file call to the sandbox (default 60)\n"
 		"  -o inject_latency_ms=N  testing/benchmark aid: delay every backend call\n"
 		"  -o inject_faults=SPEC   testing aid: fail, stall or kill chosen backend calls\n"
+		"\nStandard mount options: ro, rw, noexec, noatime (and the other atime\n"
+		"options), sync, dirsync, allow_other, auto_unmount go to the kernel;\n"
+		"uid=N, gid=N show the sandbox's user as N; nonempty mounts over a\n"
+		"directory with files (hidden until unmount); defaults, noauto, user,\n"
+		"_netdev, nofail, x-* are mount(8)'s. The mount is always nosuid,nodev.\n"
+		"SOURCE (as mount -t fuse.sbfs and fstab give it): BACKEND, or BACKEND:ID\n"
+		"to attach a kept sandbox.\n"
 		"\nBackends:\n");
 	for (const struct sb_backend_ops *const *b = sb_backend_all(); *b; b++)
 		fprintf(out, "  %-10s %s\n", (*b)->name, (*b)->summary ? (*b)->summary : "");
 }
 
-int mount_options_parse(int argc, char **argv, struct mount_options *o,
+/* The source of `mount -t fuse.sbfs SOURCE DIR` and of an fstab line:
+ * BACKEND, or BACKEND:ID to attach an existing sandbox. */
+static int apply_source(struct mount_options *o, const char *source,
 			char *err, size_t errlen)
+{
+	const char *colon = strchr(source, ':');
+	size_t len = colon ? (size_t)(colon - source) : strlen(source);
+	const struct sb_backend_ops *b = NULL;
+	for (const struct sb_backend_ops *const *p = sb_backend_all(); *p; p++)
+		if (strlen((*p)->name) == len && !strncmp((*p)->name, source, len))
+			b = *p;
+	if (!b)
+		return fail(err, errlen,
+			    "unknown source '%s': give a backend (local, docker, ...) or BACKEND:ID to attach a sandbox",
+			    source);
+	if (o->backend && o->backend != b)
+		return fail(err, errlen, "the source '%s' and -o backend=%s disagree",
+			    source, o->backend->name);
+	o->backend = b;
+	if (colon && colon[1]) {
+		if (o->spec.attach_id && strcmp(o->spec.attach_id, colon + 1))
+			return fail(err, errlen, "the source '%s' and -o attach=%s disagree",
+				    source, o->spec.attach_id);
+		free(o->spec.attach_id);
+		o->spec.attach_id = strdup(colon + 1);
+	}
+	return 0;
+}
+
+static void options_init(struct mount_options *o)
 {
 	memset(o, 0, sizeof *o);
 	sb_spec_init(&o->spec);
-	o->attr_timeout = o->dir_timeout = -1; /* unset: defaults below */
+	o->owner_uid = o->owner_gid = -1;
+	o->log_level = -1;
+	o->attr_timeout = o->dir_timeout = -1; /* unset: defaults at the end */
 	o->max_nodes = MAX_NODES_DEFAULT;
+}
 
+/* The command line over what o holds already. 0, 1 after --help or
+ * --version, -1 with err. */
+static int parse_argv(int argc, char **argv, struct mount_options *o,
+		      char *err, size_t errlen)
+{
+	char *positional[2] = {NULL, NULL};
+	int npos = 0;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			mount_options_usage(stdout);
 			return 1;
 		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
-			printf("sbfs %s\n", SBFS_VERSION);
+			print_version(stdout);
 			return 1;
 		} else if (!strcmp(a, "-f")) {
 			o->foreground = true;
@@ -327,23 +401,60 @@ int mount_options_parse(int argc, char **argv, struct mount_options *o,
 				return -1;
 		} else if (a[0] == '-' && a[1]) {
 			return fail(err, errlen, "unknown option '%s' (see sbfs --help)", a);
-		} else if (o->mountpoint) {
-			return fail(err, errlen, "one mountpoint only, got '%s' and '%s'",
-				    o->mountpoint, a);
+		} else if (npos == 2) {
+			return fail(err, errlen, "too many arguments: '%s' after the source '%s' and the mountpoint '%s'",
+				    a, positional[0], positional[1]);
 		} else {
-			o->mountpoint = strdup(a);
+			positional[npos++] = argv[i];
 		}
 	}
-	if (!o->mountpoint)
+	if (npos == 0)
 		return fail(err, errlen, "no mountpoint given (usage: sbfs [-o OPTIONS] MOUNTPOINT)");
-	if (!o->backend) {
-		/* -o backend= wins over the environment */
-		const char *env = getenv("SBFS_BACKEND");
-		o->backend = sb_backend_find(env && *env ? env : "local");
-		if (!o->backend)
+	/* mount(8)'s form, as mount.fuse3 calls it: SOURCE MOUNTPOINT */
+	if (npos == 2 && apply_source(o, positional[0], err, errlen) < 0)
+		return -1;
+	free(o->mountpoint);
+	o->mountpoint = strdup(positional[npos - 1]);
+	return 0;
+}
+
+int mount_options_parse(int argc, char **argv, struct mount_options *o,
+			char *err, size_t errlen)
+{
+	/* Which backend: the command line's, else $SBFS_BACKEND, else the
+	 * config file's, else local. A first pass learns the command line's
+	 * (and reports its errors before the config file is read). */
+	options_init(o);
+	int r = parse_argv(argc, argv, o, err, errlen);
+	const struct sb_backend_ops *backend = o->backend;
+	mount_options_free(o);
+	options_init(o);
+	if (r != 0)
+		return r;
+	/* Then the config file's defaults, and the command line over them. */
+	if (config_file_apply(o, NULL, err, errlen) < 0)
+		return -1;
+	const char *env = getenv("SBFS_BACKEND");
+	if (!backend && env && *env) {
+		backend = sb_backend_find(env);
+		if (!backend)
 			return fail(err, errlen,
 				    "SBFS_BACKEND names an unknown backend '%s' (see sbfs --help)", env);
 	}
+	if (!backend)
+		backend = o->backend ? o->backend : sb_backend_find("local");
+	if (config_file_apply(o, backend->name, err, errlen) < 0)
+		return -1;
+	o->backend = NULL; /* the command line's source may name it again */
+	if ((r = parse_argv(argc, argv, o, err, errlen)) != 0)
+		return r;
+	o->backend = backend;
+	/* a usage error like any other (exit 2), before anything is made */
+	for (size_t i = 0; o->spec.options && o->spec.options[i]; i++)
+		if (!sb_backend_option_known(backend, o->spec.options[i]))
+			return fail(err, errlen, "unknown option '%.*s' for backend '%s' (see sbfs --help)",
+				    (int)strcspn(o->spec.options[i], "="), o->spec.options[i],
+				    backend->name);
 	if (o->spec.attach_id)
 		o->spec.keep = true; /* an attached sandbox is not ours to destroy */
 	/* Write-back trades freshness for round trips already; longer caches
@@ -364,4 +475,5 @@ void mount_options_free(struct mount_options *o)
 	free(o->spool_dir);
 	free(o->log_path);
 	free(o->inject_faults);
+	free(o->fuse_opts);
 }

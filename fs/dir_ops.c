@@ -6,9 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../control/server.h"
-#include "fs_internal.h"
-#include "writeback.h"
+#include "fs_node.h"
+#include "writeback/writeback.h"
 
 struct dir_entry {
 	char *name;
@@ -263,25 +262,4 @@ int fs_statfs(struct fs *fs, struct statvfs *st)
 	fs->statfs_valid = true;
 	table_unlock(fs);
 	return 0;
-}
-
-/* ---- xattrs: only the root's control-socket attribute ---- */
-
-int fs_getxattr(struct fs *fs, uint64_t ino, const char *name,
-		const char **value, size_t *len)
-{
-	*value = fs->cfg.control_socket;
-	if (ino != NODE_ROOT_INO || !*value || strcmp(name, SBFS_XATTR_CONTROL))
-		return -ENODATA;
-	*len = strlen(*value);
-	return 0;
-}
-
-void fs_listxattr(struct fs *fs, uint64_t ino, const char **names,
-		  size_t *len)
-{
-	*names = SBFS_XATTR_CONTROL;
-	*len = sizeof SBFS_XATTR_CONTROL;
-	if (ino != NODE_ROOT_INO || !fs->cfg.control_socket)
-		*len = 0;
 }

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "../util/log.h"
-#include "fs_internal.h"
-#include "wb_removes.h"
-#include "writeback.h"
+#include "fs_node.h"
+#include "writeback/wb_removes.h"
+#include "writeback/writeback.h"
 
 /* A spool kept from an earlier open may hold an older copy than the one
  * the sandbox has now (an sbexec rewrote the file): its content goes, so
@@ -28,6 +28,18 @@ static void revalidate_spool(struct fs *fs, uint64_t ino,
 	off_t size = known ? n->st.st_size : 0;
 	struct timespec mtime = known ? n->st.st_mtim : now;
 	bool from_sandbox = known && node_attr_fresh(&fs->t, n, &now);
+	/* The mode too: a clean spool's is what an upload would give the
+	 * file, and what a stat shows once this open writes. An sbexec may
+	 * have put another file under the name (mv -f), with its own mode. */
+	if (known && !f->dirty)
+		f->mode = n->st.st_mode & 07777;
+	/* With other names to the file, a write through one of them may
+	 * keep the size and, where times are whole seconds, the mtime too:
+	 * what the spool holds is fetched again. */
+	if (known && fs_attr_linked(n)) {
+		f->adoptable = false;
+		f->invalidated = true;
+	}
 	table_unlock(fs);
 	if (known)
 		file_state_revalidate(f, size, &mtime, from_sandbox);
@@ -56,7 +68,7 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 		fs_file_reuse(fs, kept);
 		if (kept->dirty)
 			fi->keep_cache = true; /* the spool is shared: same content */
-		else if (kept->identity_known && !kept->invalidated &&
+		else if (!fs_attr_linked(n) && kept->identity_known && !kept->invalidated &&
 			 kept->size == n->st.st_size &&
 			 kept->remote_mtime.tv_sec == n->st.st_mtim.tv_sec &&
 			 kept->remote_mtime.tv_nsec == n->st.st_mtim.tv_nsec)
@@ -75,7 +87,7 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 		} else {
 			n->file->remote_mtime = n->st.st_mtim;
 			n->file->dirty = created;
-			if (n->cached_content && !created &&
+			if (n->cached_content && !created && !fs_attr_linked(n) &&
 			    n->cached_size == n->st.st_size &&
 			    n->cached_mtime.tv_sec == n->st.st_mtim.tv_sec &&
 			    n->cached_mtime.tv_nsec == n->st.st_mtim.tv_nsec)

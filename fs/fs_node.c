@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs_internal.h"
+#include "fs_node.h"
 
 int fs_check_alive(const struct fs *fs)
 {

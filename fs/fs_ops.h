@@ -7,7 +7,7 @@
  *               link
  *   ns_move.c   unlink, rmdir, rename
  *   file_ops.c  open, create, read, write, flush, fsync, release, setattr
- *   dir_ops.c   opendir, readdir, releasedir, fsyncdir, statfs, xattrs
+ *   dir_ops.c   opendir, readdir, releasedir, fsyncdir, statfs
  *
  * Every call that names an inode expects one the kernel holds (looked up
  * and not forgotten); a gone one answers -ENOENT. A call that hands an
@@ -23,7 +23,7 @@
 #include <sys/statvfs.h>
 #include <sys/types.h>
 
-#include "fs.h"
+struct fs;
 
 /* What the kernel is told of one name. */
 struct fs_entry {
@@ -124,11 +124,5 @@ void fs_readdir(struct fs *fs, uint64_t ino, struct fs_dir *d, off_t off,
 void fs_releasedir(struct fs *fs, uint64_t ino, struct fs_dir *d);
 void fs_fsyncdir(struct fs *fs);
 int fs_statfs(struct fs *fs, struct statvfs *st);
-/* The root's one attribute (the control socket); -ENODATA elsewhere. */
-int fs_getxattr(struct fs *fs, uint64_t ino, const char *name,
-		const char **value, size_t *len);
-/* The attribute names, each NUL-terminated, in *names (len 0: none). */
-void fs_listxattr(struct fs *fs, uint64_t ino, const char **names,
-		  size_t *len);
 
 #endif

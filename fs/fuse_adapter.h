@@ -9,18 +9,23 @@
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
 
-#include "fs.h"
+#include "core/fs.h"
+#include "fuse_requests.h"
 
 /* The session the notifications go to; owned by the caller, alive as
  * long as the session. */
 struct fs_fuse {
 	struct fuse_session *se;
 	bool expire_only; /* the kernel can expire a dentry without dropping it */
+	struct fuse_requests requests;
 };
 
 const struct fuse_lowlevel_ops *fs_fuse_ops(void);
 /* Sends fs's kernel notifications to se, once the session exists (its
  * userdata must be fs). */
 void fs_fuse_attach(struct fs *fs, struct fs_fuse *ff, struct fuse_session *se);
+/* Adds the requests the kernel has sent so far, by kind, to a status
+ * object (nothing before fs_fuse_attach). */
+void fs_fuse_status(struct fs *fs, json_t *obj);
 
 #endif

@@ -10,6 +10,14 @@
 
 static struct fs *req_fs(fuse_req_t req) { return fuse_req_userdata(req); }
 
+/* Counts one request of kind k (status --json "requests"). */
+static void counted(fuse_req_t req, enum fuse_request_kind k)
+{
+	struct fs_fuse *ff = req_fs(req)->notify.arg;
+	if (ff)
+		fuse_requests_count(&ff->requests, k);
+}
+
 static void entry_param(const struct fs_entry *e, struct fuse_entry_param *p)
 {
 	memset(p, 0, sizeof *p);
@@ -57,11 +65,17 @@ static void notify_entry(void *arg, uint64_t parent, const char *name,
 
 void fs_fuse_attach(struct fs *fs, struct fs_fuse *ff, struct fuse_session *se)
 {
-	ff->se = se;
-	ff->expire_only = false;
+	*ff = (struct fs_fuse){.se = se};
 	fs->notify = (struct fs_notify){
 		.arg = ff, .inode = notify_inode, .entry = notify_entry,
 	};
+}
+
+void fs_fuse_status(struct fs *fs, json_t *obj)
+{
+	struct fs_fuse *ff = fs->notify.arg;
+	if (ff)
+		fuse_requests_status(&ff->requests, obj);
 }
 
 /* ---- handlers ---- */
@@ -90,12 +104,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	counted(req, FRQ_LOOKUP);
 	struct fs_entry e;
 	reply_entry(req, fs_lookup(req_fs(req), parent, name, &e), &e);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
+	counted(req, FRQ_FORGET);
 	fs_forget(req_fs(req), ino, nlookup);
 	fuse_reply_none(req);
 }
@@ -103,6 +119,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 static void op_forget_multi(fuse_req_t req, size_t count,
 			    struct fuse_forget_data *forgets)
 {
+	counted(req, FRQ_FORGET);
 	for (size_t i = 0; i < count; i++)
 		fs_forget(req_fs(req), forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
@@ -119,6 +136,7 @@ static void reply_attr(fuse_req_t req, int err, const struct stat *st,
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	counted(req, FRQ_GETATTR);
 	(void)fi;
 	struct stat st;
 	double timeout;
@@ -149,6 +167,7 @@ static int setattr_fields(int to_set)
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
+	counted(req, FRQ_SETATTR);
 	(void)fi;
 	struct fs *fs = req_fs(req);
 	struct stat st;
@@ -158,6 +177,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	counted(req, FRQ_READLINK);
 	char *shown = NULL;
 	int err = fs_readlink(req_fs(req), ino, &shown);
 	if (err < 0)
@@ -170,6 +190,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode)
 {
+	counted(req, FRQ_MKDIR);
 	struct fs_entry e;
 	reply_entry(req, fs_mkdir(req_fs(req), parent, name, mode, &e), &e);
 }
@@ -177,6 +198,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		       const char *name)
 {
+	counted(req, FRQ_SYMLINK);
 	struct fs_entry e;
 	reply_entry(req, fs_symlink(req_fs(req), link, parent, name, &e), &e);
 }
@@ -184,6 +206,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
+	counted(req, FRQ_MKNOD);
 	(void)rdev;
 	struct fs_entry e;
 	reply_entry(req, fs_mknod(req_fs(req), parent, name, mode, &e), &e);
@@ -192,6 +215,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
+	counted(req, FRQ_LINK);
 	struct fs *fs = req_fs(req);
 	struct fs_entry e;
 	struct fs_later later = {0};
@@ -201,11 +225,13 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	counted(req, FRQ_UNLINK);
 	fuse_reply_err(req, -fs_unlink(req_fs(req), parent, name));
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	counted(req, FRQ_RMDIR);
 	fuse_reply_err(req, -fs_rmdir(req_fs(req), parent, name));
 }
 
@@ -213,12 +239,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
+	counted(req, FRQ_RENAME);
 	fuse_reply_err(req, -fs_rename(req_fs(req), parent, name, newparent,
 				       newname, flags));
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	counted(req, FRQ_OPEN);
 	struct fs_open o = {.flags = fi->flags, .keep_cache = fi->keep_cache};
 	int err = fs_open(req_fs(req), ino, &o);
 	fi->keep_cache = o.keep_cache;
@@ -232,6 +260,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
+	counted(req, FRQ_CREATE);
 	struct fs_open o = {.flags = fi->flags, .keep_cache = fi->keep_cache};
 	struct fs_entry e;
 	int err = fs_create(req_fs(req), parent, name, mode, &o, &e);
@@ -249,6 +278,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	counted(req, FRQ_READ);
 	struct fs *fs = req_fs(req);
 	struct fs_later later = {0};
 	char *buf = malloc(size ? size : 1);
@@ -265,6 +295,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
+	counted(req, FRQ_WRITE);
 	ssize_t r = fs_write(req_fs(req), ino, fi->fh, buf, size, off);
 	if (r < 0)
 		fuse_reply_err(req, (int)-r);
@@ -274,24 +305,28 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	counted(req, FRQ_FLUSH);
 	fuse_reply_err(req, -fs_flush(req_fs(req), ino, fi->fh));
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
+	counted(req, FRQ_FSYNC);
 	(void)datasync;
 	fuse_reply_err(req, -fs_fsync(req_fs(req), ino, fi->fh));
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	counted(req, FRQ_RELEASE);
 	fs_release(req_fs(req), ino, fi->fh);
 	fuse_reply_err(req, 0);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	counted(req, FRQ_OPENDIR);
 	struct fs_dir *d;
 	int err = fs_opendir(req_fs(req), ino, &d);
 	fi->fh = (uint64_t)(uintptr_t)d;
@@ -347,18 +382,21 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
+	counted(req, FRQ_READDIR);
 	readdir_common(req, ino, size, off, fi, false);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 			   off_t off, struct fuse_file_info *fi)
 {
+	counted(req, FRQ_READDIRPLUS);
 	readdir_common(req, ino, size, off, fi, true);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
+	counted(req, FRQ_RELEASEDIR);
 	fs_releasedir(req_fs(req), ino, (struct fs_dir *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
@@ -366,6 +404,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
+	counted(req, FRQ_FSYNCDIR);
 	(void)ino;
 	(void)datasync;
 	(void)fi;
@@ -375,6 +414,7 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+	counted(req, FRQ_STATFS);
 	(void)ino;
 	struct statvfs st;
 	int err = fs_statfs(req_fs(req), &st);
@@ -384,53 +424,46 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_statfs(req, &st);
 }
 
-/* An xattr value or name list: its size when asked with size 0. */
-static void reply_xattr(fuse_req_t req, int err, const char *value,
-			size_t len, size_t size)
-{
-	if (err < 0)
-		fuse_reply_err(req, -err);
-	else if (size == 0)
-		fuse_reply_xattr(req, len);
-	else if (size < len)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, value, len);
-}
-
+/* No extended attributes: ENOSYS, which the kernel remembers for the whole
+ * mount and answers itself from then on (EOPNOTSUPP to the caller). Any
+ * other answer it cannot cache: `ls -l` would ask two per file, and every
+ * write security.capability, each time. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
-	const char *value;
-	size_t len = 0;
-	int err = fs_getxattr(req_fs(req), ino, name, &value, &len);
-	reply_xattr(req, err, value, len, size);
+	counted(req, FRQ_GETXATTR);
+	(void)ino;
+	(void)name;
+	(void)size;
+	fuse_reply_err(req, ENOSYS);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	const char *names;
-	size_t len;
-	fs_listxattr(req_fs(req), ino, &names, &len);
-	reply_xattr(req, 0, names, len, size);
+	counted(req, FRQ_LISTXATTR);
+	(void)ino;
+	(void)size;
+	fuse_reply_err(req, ENOSYS);
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
+	counted(req, FRQ_SETXATTR);
 	(void)ino;
 	(void)name;
 	(void)value;
 	(void)size;
 	(void)flags;
-	fuse_reply_err(req, ENOTSUP);
+	fuse_reply_err(req, ENOSYS);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+	counted(req, FRQ_REMOVEXATTR);
 	(void)ino;
 	(void)name;
-	fuse_reply_err(req, ENOTSUP);
+	fuse_reply_err(req, ENOSYS);
 }
 
 static const struct fuse_lowlevel_ops ops = {

@@ -7,12 +7,14 @@
 #include <string.h>
 
 #include "../util/log.h"
-#include "fs_internal.h"
-#include "wb_removes.h"
-#include "writeback.h"
+#include "coherence.h"
+#include "fs_node.h"
+#include "writeback/wb_removes.h"
+#include "writeback/writeback.h"
 
-/* Files below dir still waiting for their upload (write-back): not in
- * the sandbox yet, but dir is not empty. Table lock held. */
+/* Files below dir still waiting for their upload (queued by write-back,
+ * or new and open): not in the sandbox yet, but dir is not empty. Table
+ * lock held. */
 static bool pending_upload_below(const struct node *dir)
 {
 	for (const struct node *c = dir->children; c; c = c->next_sibling)
@@ -136,7 +138,7 @@ static void record_remove(struct fs *fs, uint64_t parent, const char *name,
 	}
 	table_unlock(fs);
 	if (linked)
-		fs_forget_same_file(fs, file_dev, file_ino);
+		fs_forget_same_file(fs, file_dev, file_ino, -1);
 }
 
 static int remove_child(struct fs *fs, uint64_t parent, const char *name,
@@ -171,15 +173,33 @@ int fs_rmdir(struct fs *fs, uint64_t parent, const char *name)
 	return remove_child(fs, parent, name, true);
 }
 
+/* What a rename found under the table lock before its calls. */
+struct rename_plan {
+	uint64_t nino, oino;      /* the node moved and the one replaced */
+	struct node *n;
+	struct file_state *f, *of; /* their spools, pinned */
+	bool subtree;             /* n has cached children */
+	bool old_is_dir, moved_dir;
+	bool old_not_empty;
+	/* both names are links to one file: rename(2) then does nothing */
+	bool same_file;
+};
+
 /* Write-back: a file still waiting for its first upload is renamed here
  * only, and uploaded under its new name (an editor's or git's write-temp-
  * then-rename costs no call). Its lock keeps a worker from uploading it
  * under the old name meanwhile. A file the rename replaces loses its own
- * pending upload. Returns false when the rename must go to the sandbox. */
-static bool rename_pending(struct fs *fs, uint64_t nino, struct file_state *f,
-			   struct file_state *of, uint64_t newparent,
-			   const char *newname, int *err)
+ * pending upload. Only when the name it replaces is not in the sandbox
+ * (nothing there, or a file of ours never uploaded): an upload writes
+ * into what a name holds, and through a symlink there, so a symlink or
+ * file the sandbox has must be replaced by the sandbox's rename. Returns
+ * false when the rename must go to the sandbox. */
+static bool rename_pending(struct fs *fs, const struct rename_plan *pl,
+			   uint64_t newparent, const char *newname, int *err)
 {
+	struct file_state *f = pl->f, *of = pl->of;
+	if (pl->oino && pl->oino != pl->nino && !of)
+		return false; /* the sandbox's: a symlink, or a file not open */
 	file_lock(f);
 	if (!f->dirty || f->remote_exists || f->unlinked) {
 		file_unlock(f);
@@ -187,11 +207,16 @@ static bool rename_pending(struct fs *fs, uint64_t nino, struct file_state *f,
 	}
 	if (of) {
 		file_lock(of);
+		if (of->remote_exists && !of->unlinked) {
+			file_unlock(of);
+			file_unlock(f);
+			return false;
+		}
 		of->unlinked = true;
 		wb_forget(fs, of);
 	}
 	table_lock(fs);
-	struct node *n = node_by_ino(&fs->t, nino);
+	struct node *n = node_by_ino(&fs->t, pl->nino);
 	struct node *np = node_by_ino(&fs->t, newparent);
 	char *rel = NULL;
 	if (!n || !np) {
@@ -229,16 +254,6 @@ static void rename_subdir_counts(struct node *p, struct node *np,
 		node_subdirs_changed(np, -1);
 }
 
-/* What a rename found under the table lock before its calls. */
-struct rename_plan {
-	uint64_t nino, oino;      /* the node moved and the one replaced */
-	struct node *n;
-	struct file_state *f, *of; /* their spools, pinned */
-	bool subtree;             /* n has cached children */
-	bool old_is_dir, moved_dir;
-	bool old_not_empty;
-};
-
 static struct rename_plan plan_rename(struct fs *fs, uint64_t parent,
 				      const char *name, uint64_t newparent,
 				      const char *newname)
@@ -256,12 +271,14 @@ static struct rename_plan plan_rename(struct fs *fs, uint64_t parent,
 	pl.of = old && old != n ? fs_pin_file(fs, old) : NULL;
 	pl.oino = old ? old->ino : 0;
 	pl.old_is_dir = old && S_ISDIR(old->st.st_mode);
+	pl.same_file = n && old && old != n && !pl.old_is_dir && n->guest_ino &&
+		       n->guest_ino == old->guest_ino && n->guest_dev == old->guest_dev;
 	pl.moved_dir = n && old != n && S_ISDIR(n->st.st_mode);
 	/* The sandbox's copy of a directory whose files are still pending
-	 * upload may be empty: the rename would succeed there and replace
-	 * them. The kernel checks the types; emptiness is ours to know. */
-	pl.old_not_empty = fs->wb && pl.old_is_dir && old != n &&
-			   pending_upload_below(old);
+	 * upload (queued, or new and still open in the default mode) may be
+	 * empty: the rename would succeed there and replace them. The kernel
+	 * checks the types; emptiness is ours to know. */
+	pl.old_not_empty = pl.old_is_dir && old != n && pending_upload_below(old);
 	table_unlock(fs);
 	return pl;
 }
@@ -282,8 +299,9 @@ static int rename_in_sandbox(struct fs *fs, const struct rename_plan *pl,
 		err = fs_upload_file(fs, pl->n, pl->f);
 	char *from = err == 0 ? fs_child_path_of(fs, parent, name, &err) : NULL;
 	char *to = from ? fs_child_path_of(fs, newparent, newname, &err) : NULL;
-	/* A replaced file's queued upload must not land after the rename. */
-	struct file_state *of = pl->of;
+	/* A replaced file's queued upload must not land after the rename
+	 * (a link to the same file is not replaced: nothing happens). */
+	struct file_state *of = pl->same_file ? NULL : pl->of;
 	if (of)
 		file_lock(of);
 	if (of && to && !(flags & RENAME_NOREPLACE))
@@ -340,7 +358,7 @@ static int rename_planned(struct fs *fs, const struct rename_plan *pl,
 		return -ENOTEMPTY;
 	int err = 0;
 	if (fs->wb && pl->f && !pl->subtree && !flags && !pl->old_is_dir &&
-	    rename_pending(fs, pl->nino, pl->f, pl->of, newparent, newname, &err))
+	    rename_pending(fs, pl, newparent, newname, &err))
 		return err;
 	/* Below a directory, no worker may upload by the old paths
 	 * meanwhile. */
@@ -349,8 +367,14 @@ static int rename_planned(struct fs *fs, const struct rename_plan *pl,
 		wb_drain(fs);
 		wb_paths_write_lock(fs);
 	}
-	err = rename_in_sandbox(fs, pl, parent, name, newparent, newname, flags);
-	if (err == 0)
+	/* Two names of one file: rename(2) does nothing and succeeds (a
+	 * sandbox's mv would refuse, "are the same file"). The identity is
+	 * fresh: such names are never served from a cache. */
+	if (pl->same_file)
+		err = 0;
+	else
+		err = rename_in_sandbox(fs, pl, parent, name, newparent, newname, flags);
+	if (err == 0 && !pl->same_file)
 		err = record_rename(fs, pl, parent, name, newparent, newname);
 	if (paths_locked)
 		wb_paths_unlock(fs);

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs_internal.h"
+#include "fs_node.h"
 #include "symlink_policy.h"
 
 /* Directories with more entries than this are never listed just to answer
@@ -127,8 +127,11 @@ int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st, double *timeout)
 		err = -ENOENT;
 	else if (!fs_attr_fresh(fs, n, &now) && !node_removed(n))
 		n = fs_refresh_attr(fs, n->parent, n->name, n, &err);
-	if (n && err == 0)
+	if (n && err == 0) {
 		fs_node_stat(n, st);
+		if (fs_attr_linked(n) && !(n->file && n->file->dirty))
+			*timeout = 0;
+	}
 	table_unlock(fs);
 	return err;
 }
@@ -279,6 +282,7 @@ int fs_mknod(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
 struct same_file {
 	dev_t dev;
 	ino_t ino;
+	int nlink_delta;
 	uint64_t *v;
 	size_t n, cap;
 };
@@ -299,16 +303,21 @@ static void collect_same_file(struct node *n, void *arg)
 		s->cap = cap;
 	}
 	node_forget_attr(n);
+	/* A spool being written keeps its attributes (they are ours until
+	 * its upload): only the link count is the sandbox's to change. */
+	long links = (long)n->st.st_nlink + s->nlink_delta;
+	if (links >= 1)
+		n->st.st_nlink = (nlink_t)links;
 	s->v[s->n++] = n->ino;
 }
 
 /* Forgets the attributes of every node that is the sandbox file
  * (dev, ino), here and in the kernel. Table lock not held. */
-void fs_forget_same_file(struct fs *fs, dev_t dev, ino_t ino)
+void fs_forget_same_file(struct fs *fs, dev_t dev, ino_t ino, int nlink_delta)
 {
 	if (ino == 0) /* a backend that does not report inodes */
 		return;
-	struct same_file s = {.dev = dev, .ino = ino};
+	struct same_file s = {.dev = dev, .ino = ino, .nlink_delta = nlink_delta};
 	table_lock(fs);
 	node_walk(fs->t.root, collect_same_file, &s);
 	table_unlock(fs);
@@ -350,6 +359,10 @@ static int record_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	if (p)
 		node_entries_changed(p); /* a new name: its mtime and ctime */
 	if (n) {
+		/* A stat that tells no link count (nlink 0): one more name than
+		 * the file had, as far as the mount knows. */
+		if (st->st_nlink == 0 && old)
+			st->st_nlink = (old->st.st_nlink ? old->st.st_nlink : 1) + 1;
 		struct stat copy = *st;
 		fs_record_attr(fs, n, st, target);
 		if (old && old != n)
@@ -383,7 +396,7 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	free(from);
 	free(to);
 	if (err == 0) {
-		fs_forget_same_file(fs, st.st_dev, st.st_ino);
+		fs_forget_same_file(fs, st.st_dev, st.st_ino, 1);
 		err = record_link(fs, ino, newparent, newname, &st, target, e);
 	}
 	free(target);

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "control/client.h"
@@ -29,26 +31,74 @@ static int sock = -1;
  * on the daemon reads our frames promptly, so a K frame cannot get stuck
  * behind stdin data. */
 static atomic_bool stdin_done;
+/* The first SIGINT, SIGTERM or SIGHUP goes to the command's processes
+ * (forwarded_signal); the second kills the command (kill_sent); the third
+ * leaves at once. */
 static atomic_int forwarded_signal;
+static atomic_int signals_seen;
+static atomic_bool kill_sent;
+
+/* sbexec -t from a terminal: the terminal is raw while the command runs
+ * (its own terminal in the sandbox does the line editing and turns Ctrl-C
+ * into SIGINT), and restored on every way out. */
+static struct termios saved_termios;
+static atomic_bool termios_saved;
+
+static void terminal_restore(void)
+{
+	if (atomic_exchange(&termios_saved, false))
+		tcsetattr(STDIN_FILENO, TCSADRAIN, &saved_termios);
+}
+
+static void terminal_raw(void)
+{
+	struct termios t;
+	if (tcgetattr(STDIN_FILENO, &saved_termios) < 0)
+		return;
+	t = saved_termios;
+	cfmakeraw(&t);
+	if (tcsetattr(STDIN_FILENO, TCSADRAIN, &t) == 0)
+		atomic_store(&termios_saved, true);
+}
+
+/* The size of the terminal on stdin, else stdout; 0 x 0 if neither is
+ * one (the sandbox's terminal then keeps its default). */
+static void terminal_size(unsigned short *rows, unsigned short *cols)
+{
+	struct winsize ws = {0};
+	if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 &&
+	    ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0)
+		ws.ws_row = ws.ws_col = 0;
+	*rows = ws.ws_row;
+	*cols = ws.ws_col;
+}
 
 static void usage(FILE *out)
 {
-	fputs("usage: sbexec [-m MOUNT] [-t SECONDS] [-e K=V]... [-w DIR] [--] CMD [ARG...]\n"
+	fputs("usage: sbexec [-i] [-t] [-m MOUNT] [--timeout SECONDS] [-e K=V]... [-w DIR] [--] CMD [ARG...]\n"
 	      "\n"
 	      "Runs CMD inside the sandbox behind an sbfs mount, in the sandbox folder\n"
 	      "that matches the current directory. No shell is involved: use\n"
 	      "`sbexec sh -c '...'` for one.\n"
 	      "\n"
+	      "  -i           keep stdin open even when it is a terminal (python3, sh)\n"
+	      "  -t           give the command a terminal (sbexec -it bash; -t implies\n"
+	      "               -i); its output and errors then come as one stream\n"
 	      "  -m MOUNT     use this sbfs mount (default: the one containing the\n"
 	      "               current directory)\n"
-	      "  -t SECONDS   kill the command after this long (decimals allowed)\n"
+	      "  -T, --timeout SECONDS\n"
+	      "               kill the command after this long (decimals allowed)\n"
 	      "  -e K=V       set an environment variable for the command (repeatable)\n"
 	      "  -w DIR       run in DIR: absolute in the sandbox, or relative to the\n"
 	      "               mapped current directory\n"
 	      "  -h, --help   show this help\n"
+	      "  -V, --version  show the version\n"
 	      "\n"
-	      "stdin is forwarded unless it is a terminal; Ctrl-C kills the remote\n"
-	      "command (a second one leaves at once).\n"
+	      "stdin is forwarded unless it is a terminal (then the command reads\n"
+	      "end of file, unless -i). Ctrl-C, SIGTERM and SIGHUP are sent on to\n"
+	      "the command's processes (a trap runs; on modal the first kills\n"
+	      "it); a second one kills the\n"
+	      "command, a third leaves at once.\n"
 	      "\n"
 	      "Exit status: the command's; 124 if the timeout fired; 128+N if it was\n"
 	      "killed by signal N; 125 if sbexec or the sandbox failed.\n",
@@ -64,6 +114,7 @@ static void die(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
+	terminal_restore();
 	/* _exit: other threads may be mid-write; there is nothing to flush */
 	_exit(EXIT_FAILED);
 }
@@ -87,9 +138,31 @@ static void *signal_main(void *arg)
 		int sig;
 		if (sigwait(set, &sig) != 0)
 			continue;
-		if (atomic_exchange(&forwarded_signal, sig) != 0)
-			_exit(128 + sig); /* second signal: the user insists */
-		kill_remote();
+		if (sig == SIGWINCH) {
+			unsigned short rows, cols;
+			terminal_size(&rows, &cols);
+			const unsigned char size[4] = {rows >> 8, rows & 0xff, cols >> 8, cols & 0xff};
+			(void)frame_write(&writer, FRAME_RESIZE, (const char *)size, sizeof size);
+			continue;
+		}
+		switch (atomic_fetch_add(&signals_seen, 1)) {
+		case 0: {
+			/* A daemon whose backend cannot deliver it kills the
+			 * command instead. */
+			atomic_store(&forwarded_signal, sig);
+			char b = (char)sig;
+			if (frame_write(&writer, FRAME_SIGNAL, &b, 1) < 0)
+				kill_remote();
+			break;
+		}
+		case 1:
+			atomic_store(&kill_sent, true);
+			kill_remote();
+			break;
+		default:
+			terminal_restore();
+			_exit(128 + sig); /* the user insists */
+		}
 	}
 	return NULL;
 }
@@ -107,7 +180,7 @@ static void *stdin_main(void *arg)
 				strerror(errno));
 		if (n <= 0)
 			break;
-		if (atomic_load(&forwarded_signal))
+		if (atomic_load(&kill_sent))
 			return NULL;
 		if (frame_write(&writer, FRAME_STDIN, buf, (size_t)n) < 0)
 			return NULL;
@@ -181,6 +254,7 @@ static int relay(void)
 			write_output(STDERR_FILENO, &f);
 			break;
 		case FRAME_EXIT: {
+			terminal_restore(); /* before any message */
 			int status = exit_status(&f);
 			frame_free(&f);
 			return status;
@@ -198,12 +272,17 @@ static int relay(void)
 	}
 }
 
-static void send_request(double timeout, bool forward_stdin, char **argv,
+static void send_request(double timeout, bool tty, char **argv,
 			 char **env, size_t envc, const char *rel,
 			 const char *workdir)
 {
 	json_t *h = json_pack("{s:s,s:f,s:b}", "op", "exec", "timeout", timeout,
-			      "stdin", forward_stdin);
+			      "stdin", true);
+	if (h && tty) {
+		unsigned short rows, cols;
+		terminal_size(&rows, &cols);
+		json_object_set_new(h, "tty", json_pack("{s:i,s:i}", "rows", rows, "cols", cols));
+	}
 	int rc = h ? frame_write_json(&writer, FRAME_HEADER, h) : -ENOMEM;
 	json_decref(h);
 	for (size_t i = 0; rc == 0 && argv[i]; i++)
@@ -233,8 +312,11 @@ int main(int argc, char **argv)
 
 	static const struct option longopts[] = {
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{"interactive", no_argument, NULL, 'i'},
 		{"mount", required_argument, NULL, 'm'},
-		{"timeout", required_argument, NULL, 't'},
+		{"timeout", required_argument, NULL, 'T'},
+		{"tty", no_argument, NULL, 't'},
 		{"env", required_argument, NULL, 'e'},
 		{"workdir", required_argument, NULL, 'w'},
 		{NULL, 0, NULL, 0},
@@ -242,20 +324,30 @@ int main(int argc, char **argv)
 	opterr = 0;
 	int c;
 	/* '+': options end at the command, so `sbexec ls -l` works */
-	while ((c = getopt_long(argc, argv, "+:hm:t:e:w:", longopts, NULL)) != -1) {
+	bool interactive = false, tty = false;
+	while ((c = getopt_long(argc, argv, "+:hVitm:T:e:w:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'V':
+			printf("sbexec %s (jansson %s)\n", SBFS_VERSION, jansson_version_str());
+			return 0;
+		case 'i':
+			interactive = true;
+			break;
 		case 'm':
 			mount = optarg;
 			break;
-		case 't': {
+		case 't':
+			tty = true;
+			break;
+		case 'T': {
 			char *end;
 			errno = 0;
 			timeout = strtod(optarg, &end);
 			if (!*optarg || *end || errno || !isfinite(timeout) || timeout < 0)
-				die("-t needs a number of seconds, not '%s'", optarg);
+				die("--timeout needs a number of seconds, not '%s'", optarg);
 			break;
 		}
 		case 'e':
@@ -270,7 +362,7 @@ int main(int argc, char **argv)
 			break;
 		case ':': {
 			static const char *const need[] = {
-				['m'] = "a mount directory", ['t'] = "a number of seconds",
+				['m'] = "a mount directory", ['T'] = "a number of seconds",
 				['e'] = "a K=V setting", ['w'] = "a directory"};
 			int o = optopt > 0 && optopt < 'x' ? optopt : 0;
 			die("-%c needs %s (see sbexec --help)", o ? o : '?',
@@ -283,7 +375,12 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		die("no command given (usage: sbexec [-m MOUNT] [-t SECONDS] [-e K=V]... [-w DIR] [--] CMD [ARG...])");
+		die("no command given (usage: sbexec [-i] [-t] [-m MOUNT] [--timeout SECONDS] [-e K=V]... [-w DIR] [--] CMD [ARG...])");
+	/* -t took a number before it meant a terminal: say so rather than
+	 * run a command named after the number */
+	if (tty && optind + 1 < argc && strspn(argv[optind], "0123456789.") == strlen(argv[optind]))
+		die("-t gives the command a terminal; for a timeout of %s s use --timeout %s (-T)",
+		    argv[optind], argv[optind]);
 
 	char err[PATH_MAX * 2 + 256];
 	static struct control_target target;
@@ -297,7 +394,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	frame_writer_init(&writer, sock);
 
-	bool forward_stdin = !isatty(STDIN_FILENO);
+	/* A terminal is for typing: -t forwards what is typed, as -it */
+	bool forward_stdin = interactive || tty || !isatty(STDIN_FILENO);
 	/* Blocked everywhere and taken by sigwait in one thread, so a
 	 * Ctrl-C never interrupts a half-written frame. */
 	static sigset_t sigs;
@@ -305,11 +403,19 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGHUP);
+	if (tty)
+		sigaddset(&sigs, SIGWINCH);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-	send_request(timeout, forward_stdin, argv + optind, env, envc, target.rel,
+	/* stdin is always attached: when it is not forwarded it ends at once
+	 * (STDIN_EOF below), the one path every backend closes alike (a
+	 * detached stdin left podman's exec stream open after the command
+	 * ended) */
+	send_request(timeout, tty, argv + optind, env, envc, target.rel,
 		     workdir);
 	free(env);
+	if (tty && isatty(STDIN_FILENO))
+		terminal_raw();
 
 	pthread_t t;
 	int rc = pthread_create(&t, NULL, signal_main, &sigs);
@@ -326,6 +432,7 @@ int main(int argc, char **argv)
 			atomic_store(&stdin_done, true);
 	}
 	int status = relay();
+	terminal_restore();
 	/* Flushes stdio only; the helper threads die with the process. */
 	fflush(stdout);
 	_exit(status);

@@ -43,3 +43,30 @@ char *base64_decode(const char *s, size_t *len)
 	*len = o;
 	return out;
 }
+
+char *base64_encode(const void *d, size_t len)
+{
+	static const char tab[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *p = d;
+	char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
+	if (!out)
+		return NULL;
+	size_t i = 0;
+	for (; i + 2 < len; i += 3) {
+		unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
+		*o++ = tab[v >> 18 & 63];
+		*o++ = tab[v >> 12 & 63];
+		*o++ = tab[v >> 6 & 63];
+		*o++ = tab[v & 63];
+	}
+	if (i < len) {
+		unsigned v = (unsigned)p[i] << 16 | (i + 1 < len ? (unsigned)p[i + 1] << 8 : 0);
+		*o++ = tab[v >> 18 & 63];
+		*o++ = tab[v >> 12 & 63];
+		*o++ = i + 1 < len ? tab[v >> 6 & 63] : '=';
+		*o++ = '=';
+	}
+	*o = '\0';
+	return out;
+}

@@ -8,4 +8,8 @@
  * its length. NULL on invalid input or no memory. */
 char *base64_decode(const char *s, size_t *len);
 
+/* Encodes len bytes of d with padding into a malloc'd NUL-terminated
+ * string; NULL when out of memory. */
+char *base64_encode(const void *d, size_t len);
+
 #endif

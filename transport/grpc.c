@@ -250,6 +250,7 @@ double grpc_details_retry_after(const char *b64)
 struct grpc_channel {
 	char url[512];       /* scheme://host[:port], no path */
 	bool plaintext;
+	struct tls_trust trust;
 	CURLSH *share;
 	pthread_mutex_t locks[CURL_LOCK_DATA_LAST];
 };
@@ -309,6 +310,7 @@ bool grpc_url_is_loopback(const char *url)
 }
 
 struct grpc_channel *grpc_channel_new(const char *url, bool allow_plaintext,
+				      const struct tls_trust *trust,
 				      char *err, size_t errlen)
 {
 	pthread_once(&curl_once, curl_init_once);
@@ -339,6 +341,8 @@ struct grpc_channel *grpc_channel_new(const char *url, bool allow_plaintext,
 	memcpy(ch->url, url, k);
 	ch->url[k] = '\0';
 	ch->plaintext = plain;
+	if (trust)
+		ch->trust = *trust;
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&ch->locks[i], NULL);
 	ch->share = curl_share_init();
@@ -505,6 +509,7 @@ struct grpc_call *grpc_call_new(struct grpc_channel *ch, const char *method,
 		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000) + 1);
 	if (ch->share)
 		curl_easy_setopt(e, CURLOPT_SHARE, ch->share);
+	tls_trust_apply(e, &ch->trust);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, c);
 	if (getenv("SBFS_CURL_VERBOSE")) /* debugging aid: curl's trace on stderr */
 		curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
@@ -519,6 +524,7 @@ CURL *grpc_call_easy(struct grpc_call *c)
 static void set_status(struct grpc_status *st, int code, const char *msg)
 {
 	st->code = code;
+	st->cert_untrusted = false;
 	snprintf(st->message, sizeof(st->message), "%s", msg ? msg : "");
 }
 
@@ -548,6 +554,8 @@ void grpc_call_finish(struct grpc_call *c, CURLcode cc, struct grpc_status *st)
 			set_status(st, GRPC_DEADLINE_EXCEEDED, m);
 		else
 			set_status(st, GRPC_UNAVAILABLE, m);
+		/* the caller knows where CAs come from and says so */
+		st->cert_untrusted = cc == CURLE_PEER_FAILED_VERIFICATION;
 		return;
 	}
 	if (c->have_status) {

@@ -8,6 +8,7 @@
 #define SBFS_TRANSPORT_GRPC_H
 
 #include "protobuf.h"
+#include "tls_trust.h"
 
 #include <curl/curl.h>
 #include <stdbool.h>
@@ -40,6 +41,7 @@ struct grpc_status {
 	int code;
 	char message[512];     /* grpc-message, percent-decoded, or our reason */
 	double retry_after_s;  /* server throttle hint (RPCRetryPolicy); <0 none */
+	bool cert_untrusted;   /* TLS: the server's certificate failed verification */
 };
 
 const char *grpc_code_name(int code);
@@ -80,10 +82,12 @@ void grpc_frame_encode(struct pb_buf *out, const void *msg, size_t len);
 
 struct grpc_channel;
 
-/* url: scheme://host[:port][/ignored]. https uses TLS with ALPN h2; http
+/* url: scheme://host[:port][/ignored]. https uses TLS with ALPN h2,
+ * always verified, against trust's CAs (NULL: libcurl's defaults); http
  * (prior-knowledge h2c) is accepted only when allow_plaintext and the host
  * is a loopback address. */
 struct grpc_channel *grpc_channel_new(const char *url, bool allow_plaintext,
+				      const struct tls_trust *trust,
 				      char *err, size_t errlen);
 void grpc_channel_free(struct grpc_channel *ch);
 const char *grpc_channel_url(const struct grpc_channel *ch);

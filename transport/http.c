@@ -59,10 +59,11 @@ void http_endpoint_free(struct http_endpoint *ep)
 	free(ep->unix_socket);
 	free(ep->base_url);
 	free(ep->ca_file);
+	free(ep->ca_dir);
 	free(ep->cert_file);
 	free(ep->key_file);
-	ep->unix_socket = ep->base_url = ep->ca_file = ep->cert_file =
-		ep->key_file = NULL;
+	ep->unix_socket = ep->base_url = ep->ca_file = ep->ca_dir =
+		ep->cert_file = ep->key_file = NULL;
 }
 
 /* Endpoint options common to every handle. */
@@ -72,6 +73,8 @@ static void set_endpoint(CURL *h, struct http_endpoint *ep)
 		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, ep->unix_socket);
 	if (ep->ca_file)
 		curl_easy_setopt(h, CURLOPT_CAINFO, ep->ca_file);
+	if (ep->ca_dir)
+		curl_easy_setopt(h, CURLOPT_CAPATH, ep->ca_dir);
 	if (ep->cert_file)
 		curl_easy_setopt(h, CURLOPT_SSLCERT, ep->cert_file);
 	if (ep->key_file)
@@ -95,6 +98,14 @@ static size_t on_write(char *data, size_t sz, size_t n, void *u)
 	struct xfer *x = u;
 	size_t len = sz * n;
 	struct http_resp *r = x->resp;
+	if (x->req->on_data) {
+		int rc = x->req->on_data(x->req->data_arg, data, len);
+		if (rc < 0) {
+			r->body_err = rc;
+			return 0;
+		}
+		return len;
+	}
 	if (r->len + len > x->req->max_response) {
 		x->too_big = true;
 		return 0;
@@ -215,6 +226,8 @@ int http_request(struct http_endpoint *ep, const struct http_req *req,
 		snprintf(ct, sizeof(ct), "Content-Type: %s", req->content_type);
 		hdrs = curl_slist_append(hdrs, ct);
 	}
+	for (size_t i = 0; req->headers && req->headers[i]; i++)
+		hdrs = curl_slist_append(hdrs, req->headers[i]);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	const char *m = req->method;
 	if (req->body_fn) {

@@ -21,6 +21,7 @@ struct http_endpoint {
 	char *unix_socket;   /* non-NULL: talk HTTP over this socket */
 	char *base_url;      /* "http://localhost" for a socket, or http(s)://host:port */
 	char *ca_file, *cert_file, *key_file; /* TLS client setup, may be NULL */
+	char *ca_dir;        /* hashed CA directory (CURLOPT_CAPATH), may be NULL */
 	bool verify_peer;    /* TLS: verify the server's certificate and name */
 	CURLSH *share;
 	pthread_mutex_t locks[CURL_LOCK_DATA_LAST];
@@ -31,6 +32,10 @@ struct http_endpoint {
 typedef ssize_t (*http_body_fn)(void *arg, char *buf, size_t len);
 /* One response header line (name and value trimmed). */
 typedef void (*http_header_fn)(void *arg, const char *name, const char *value);
+/* A streamed response body, as it arrives (chunk boundaries are the
+ * network's): return 0 to go on, a negative errno to abort the transfer
+ * (http_request then returns it). */
+typedef int (*http_data_fn)(void *arg, const char *data, size_t len);
 
 struct http_req {
 	const char *method;       /* "GET", "POST", "PUT", "DELETE", "HEAD" */
@@ -47,6 +52,9 @@ struct http_req {
 	long timeout_ms;          /* whole transfer; 0 = none, use stall_ms */
 	long stall_ms;            /* abort after this long without progress */
 	const atomic_bool *abort_flag; /* set by another thread: abort now */
+	const char *const *headers; /* extra "Name: value" lines, NULL-terminated */
+	http_data_fn on_data;     /* body goes here instead of resp->body */
+	void *data_arg;
 };
 
 struct http_resp {

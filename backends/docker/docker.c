@@ -9,6 +9,8 @@
  * lifetime (sandbox_timeout) is enforced here, with the keeper exiting a
  * little later as a backstop should this daemon be gone. */
 #include "docker.h"
+#include "backends/lifetime.h"
+#include "util/call_deadline.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -388,21 +390,6 @@ static int probe(struct sb_backend *b)
 
 /* ---- the watcher ---- */
 
-static uint64_t activity(struct sb_backend *b)
-{
-	uint64_t n = 0;
-	for (int k = 0; k < SB_CALL_COUNT; k++)
-		n += atomic_load(&b->counters.calls[k]);
-	return n;
-}
-
-static double mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Long-polls POST /containers/{id}/wait in slices (every call has a
  * timeout): it returns when the container stops or is removed. Also the
  * lifetime and idle timers. */
@@ -410,33 +397,18 @@ static void *watch(void *arg)
 {
 	struct sb_backend *b = arg;
 	struct docker *d = b->priv;
-	double start = mono_now(), idle_since = start;
-	uint64_t last = activity(b);
-	unsigned life = b->spec.sandbox_timeout_s, idle = b->spec.idle_timeout_s;
+	struct sb_lifetime clock;
+	sb_lifetime_start(&clock, b);
 	int failures = 0;
 	while (!atomic_load(&d->stopping) && !sb_backend_is_dead(b)) {
-		double now = mono_now();
-		uint64_t a = activity(b);
-		if (a != last) {
-			last = a;
-			idle_since = now;
-		}
-		const char *why = NULL;
 		unsigned secs = 0;
-		if (life && now - start >= life)
-			why = "sandbox lifetime", secs = life;
-		else if (idle && now - idle_since >= idle)
-			why = "idle timeout", secs = idle;
+		double slice = WAIT_SLICE_MS / 1000.0;
+		const char *why = sb_lifetime_check(&clock, b, call_deadline_now(), &secs, &slice);
 		if (why) {
 			dk_fail(b, "%s (%u s) ended: container %s was removed", why, secs, b->id);
 			remove_container(d);
 			break;
 		}
-		double slice = WAIT_SLICE_MS / 1000.0;
-		if (life && start + life - now < slice)
-			slice = start + life - now;
-		if (idle && idle_since + idle - now < slice)
-			slice = idle_since + idle - now;
 		char path[256];
 		snprintf(path, sizeof(path), "/%s/containers/%s/wait?condition=not-running",
 			 d->api, d->cid);
@@ -515,6 +487,8 @@ static int docker_create(struct sb_backend *b, const struct sb_spec *spec)
 		dk_error(b, "%s", err);
 		return rc;
 	}
+	/* found, not named, it may be a context or a rootless socket */
+	snprintf(b->endpoint, sizeof b->endpoint, "%s", d->where);
 	if (b->spec.attach_id) {
 		rc = attach_container(b);
 	} else {
@@ -613,35 +587,39 @@ static const char *orphan(json_t *labels, const char *host, char *why,
 	return why;
 }
 
-static int docker_sweep(const struct sb_spec *spec)
+/* Our containers (label sbfs=1, this user's) as list_owned gives them.
+ * The engine's connection stays open in *d for sweep's removals. */
+static int list_containers(struct docker *d, const struct sb_spec *spec,
+			   struct sb_owned **out, size_t *nout, char *err, size_t errlen)
 {
-	struct docker d = {.dead_pipe = {-1, -1}};
-	char err[SB_REASON_MAX];
-	int rc = dk_endpoint_setup(&d, spec, err, sizeof(err));
+	*out = NULL;
+	*nout = 0;
+	int rc = dk_endpoint_setup(d, spec, err, errlen);
 	if (rc == 0)
-		rc = dk_negotiate(&d, err, sizeof(err));
-	if (rc < 0) {
-		fprintf(stderr, "sbfs: sweep: %s\n", err);
-		http_endpoint_free(&d.ep);
+		rc = dk_negotiate(d, err, errlen);
+	if (rc < 0)
 		return rc;
-	}
 	struct dk_result r;
-	rc = dk_call(&d, "GET", NULL, DK_CALL_TIMEOUT_MS, &r,
+	rc = dk_call(d, "GET", NULL, DK_LIST_TIMEOUT_MS, &r,
 		     "/containers/json?all=true&filters=%s",
 		     "%7B%22label%22%3A%5B%22sbfs%3D1%22%5D%7D");
 	if (rc < 0 || r.status != 200 || !json_is_array(r.json)) {
-		fprintf(stderr, "sbfs: sweep: cannot list containers on the Docker engine at %s: %s\n",
-			d.where, r.msg);
+		snprintf(err, errlen, "cannot list containers on the Docker engine at %s: %s",
+			 d->where, r.msg);
 		dk_result_free(&r);
-		http_endpoint_free(&d.ep);
 		return rc < 0 ? rc : -EIO;
 	}
-	char host[256], why[128];
+	char host[256];
 	host_name(host, sizeof(host));
 	uid_t me = geteuid();
-	size_t i;
+	struct sb_owned *v = calloc(json_array_size(r.json) + 1, sizeof *v);
+	size_t n = 0, i;
 	json_t *c;
-	int status = 0;
+	if (!v) {
+		dk_result_free(&r);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	json_array_foreach(r.json, i, c) {
 		json_t *labels = json_object_get(c, "Labels");
 		const char *id = json_string_value(json_object_get(c, "Id"));
@@ -649,25 +627,67 @@ static int docker_sweep(const struct sb_spec *spec)
 		const char *owner = label(labels, "sbfs.owner.uid");
 		if (!id || (me != 0 && (!owner || strtoul(owner, NULL, 10) != me)))
 			continue; /* not ours to judge */
-		name = name ? (name[0] == '/' ? name + 1 : name) : id;
-		if (!orphan(labels, host, why, sizeof(why))) {
-			printf("kept %s: in use (or kept with -o keep)\n", name);
+		struct sb_owned *o = &v[n++];
+		snprintf(o->id, sizeof(o->id), "%s", name ? (name[0] == '/' ? name + 1 : name) : id);
+		o->created = (time_t)json_integer_value(json_object_get(c, "Created"));
+		if (orphan(labels, host, o->why, sizeof(o->why)))
+			o->state = SB_OWNED_ORPHAN;
+		else
+			o->state = label(labels, "sbfs.keep") ? SB_OWNED_KEPT : SB_OWNED_IN_USE;
+	}
+	dk_result_free(&r);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static int docker_list_owned(const struct sb_spec *spec, struct sb_owned **v,
+			     size_t *n, char *err, size_t errlen)
+{
+	struct docker d = {.dead_pipe = {-1, -1}};
+	int rc = list_containers(&d, spec, v, n, err, errlen);
+	http_endpoint_free(&d.ep);
+	/* No engine named anywhere and none at the default socket: Docker is
+	 * not set up here, which is no news for `sbfs list` to print. */
+	const char *named = sb_spec_option(spec, "docker_host");
+	if (rc == -ENOENT && !(named && *named) && !getenv("DOCKER_HOST") &&
+	    !getenv("DOCKER_CONTEXT"))
+		return SB_OWNED_NONE;
+	return rc;
+}
+
+static int docker_sweep(const struct sb_spec *spec)
+{
+	struct docker d = {.dead_pipe = {-1, -1}};
+	char err[SB_REASON_MAX];
+	struct sb_owned *v;
+	size_t n;
+	int rc = list_containers(&d, spec, &v, &n, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "sbfs: sweep: %s\n", err);
+		http_endpoint_free(&d.ep);
+		return rc;
+	}
+	int status = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].state != SB_OWNED_ORPHAN) {
+			printf("kept %s: in use (or kept with -o keep)\n", v[i].id);
 			continue;
 		}
-		snprintf(d.cid, sizeof(d.cid), "%s", id);
+		snprintf(d.cid, sizeof(d.cid), "%.127s", v[i].id); /* names and ids fit */
 		struct dk_result del;
 		int e = dk_call(&d, "DELETE", NULL, DK_CALL_TIMEOUT_MS, &del,
-				"/containers/%s?force=true&v=true", id);
+				"/containers/%s?force=true&v=true", v[i].id);
 		if (e == 0 && (del.status < 300 || del.status == 404)) {
-			printf("removed %s: %s\n", name, why);
+			printf("removed %s: %s\n", v[i].id, v[i].why);
 		} else {
-			printf("failed %s: %s\n", name, del.msg);
+			printf("failed %s: %s\n", v[i].id, del.msg);
 			status = -EIO;
 		}
 		dk_result_free(&del);
 	}
 	fflush(stdout);
-	dk_result_free(&r);
+	free(v);
 	http_endpoint_free(&d.ep);
 	return status;
 }
@@ -675,14 +695,16 @@ static int docker_sweep(const struct sb_spec *spec)
 /* The engine still takes an archive into a stopped container, so an
  * upload's 200 does not prove the sandbox ran: one inspect after it does.
  * A connection error is returned as such (the dispatcher repeats the
- * upload); any other doubt counts as the sandbox gone. */
+ * upload), and so is an engine too slow to answer within the call's
+ * deadline (the upload fails and stays pending; a slow engine is no
+ * proof of a dead sandbox); any other doubt counts as the sandbox gone. */
 static int docker_confirm_alive(struct sb_backend *b)
 {
 	char why[300];
 	int running = dk_container_running(b->priv, why, sizeof why);
 	if (running > 0)
 		return 0;
-	if (sb_error_is_transient(running))
+	if (sb_error_is_transient(running) || running == -ETIMEDOUT)
 		return running;
 	if (running == 0)
 		return dk_fail(b, "container %s %s while an upload was in flight; "
@@ -697,11 +719,14 @@ const struct sb_backend_ops sb_docker_ops = {
 	.option_keys = docker_option_keys,
 	.create = docker_create,
 	.exec = docker_exec,
+	.exec_signals = true,
+	.exec_tty = true,
 	.destroy = docker_destroy,
 	.release = docker_release,
 	.write_file = docker_write_file,
 	.write_files = docker_write_files,
 	.stat = docker_stat,
 	.sweep = docker_sweep,
+	.list_owned = docker_list_owned,
 	.confirm_alive = docker_confirm_alive,
 };

@@ -24,6 +24,8 @@
 #define DK_API_MIN_MINOR 35
 
 #define DK_CALL_TIMEOUT_MS 60000L
+/* `sbfs list` waits no longer for an engine that does not answer */
+#define DK_LIST_TIMEOUT_MS 5000L
 
 struct docker {
 	struct http_endpoint ep;

@@ -2,6 +2,8 @@
  * docker CLI reads them), which API version to speak, and one JSON call
  * with the engine's own error text kept for the user. */
 #include "docker.h"
+#include "docker_context.h"
+#include "transport/tls_trust.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -39,14 +41,56 @@ static char *cert_file(const char *dir, const char *name)
 	return p;
 }
 
+static int endpoint_from_host(struct docker *d, const char *host,
+			      const struct dk_context *ctx, char *err, size_t errlen);
+
+/* A verified engine without a ca.pem of its own: the CAs that OpenSSL
+ * tools trust, SSL_CERT_FILE and SSL_CERT_DIR (the docker CLI, in Go,
+ * falls back to the system pool, which reads both). One of them must be
+ * set: a remote engine's certificate is almost never from a public CA. */
+static int trust_from_env(struct docker *d, const char *dir, char *err,
+			  size_t errlen)
+{
+	struct tls_trust t;
+	if (tls_trust_load(&t, NULL, "the CA that signed the engine's certificate",
+			   err, errlen) < 0)
+		return -EINVAL;
+	if (!t.ca_file[0] && !t.ca_dir[0]) {
+		dk_fmt(err, errlen,
+			 "DOCKER_TLS_VERIFY is set but %.300s/ca.pem is missing or unreadable; set DOCKER_CERT_PATH, or SSL_CERT_FILE/SSL_CERT_DIR to the engine's CA",
+			 dir);
+		return -ENOENT;
+	}
+	if (t.ca_file[0] && !(d->ep.ca_file = strdup(t.ca_file)))
+		return -ENOMEM;
+	if (t.ca_dir[0] && !(d->ep.ca_dir = strdup(t.ca_dir)))
+		return -ENOMEM;
+	return 0;
+}
+
 int dk_endpoint_setup(struct docker *d, const struct sb_spec *spec,
 		      char *err, size_t errlen)
 {
 	const char *host = spec ? sb_spec_option(spec, "docker_host") : NULL;
 	if (!host || !*host)
 		host = env_nonempty("DOCKER_HOST");
-	if (!host)
-		host = "unix:///var/run/docker.sock";
+	struct dk_context ctx = {0};
+	if (!host) {
+		int rc = dk_context_find(&ctx, err, errlen);
+		if (rc < 0)
+			return rc;
+		host = ctx.host;
+	}
+	int rc = endpoint_from_host(d, host, &ctx, err, errlen);
+	if (rc == 0 && ctx.name[0])
+		snprintf(d->where, sizeof(d->where), "%s (docker context %s)", host, ctx.name);
+	dk_context_free(&ctx);
+	return rc;
+}
+
+static int endpoint_from_host(struct docker *d, const char *host,
+			      const struct dk_context *ctx, char *err, size_t errlen)
+{
 	snprintf(d->where, sizeof(d->where), "%s", host);
 	if (http_endpoint_init(&d->ep) < 0) {
 		dk_fmt(err, errlen, "out of memory");
@@ -85,8 +129,9 @@ int dk_endpoint_setup(struct docker *d, const struct sb_spec *spec,
 			 host);
 		return -EINVAL;
 	}
-	bool verify = env_nonempty("DOCKER_TLS_VERIFY") != NULL;
-	bool tls = https || verify || env_nonempty("DOCKER_TLS");
+	/* A context's TLS files say TLS, verified unless it skips that */
+	bool verify = ctx->tls_dir ? !ctx->skip_verify : env_nonempty("DOCKER_TLS_VERIFY") != NULL;
+	bool tls = https || verify || ctx->tls_dir || env_nonempty("DOCKER_TLS");
 	/* host:port, with the CLI's default ports; drop any path */
 	size_t hl = strcspn(hp, "/");
 	const char *colon = memchr(hp, ':', hl);
@@ -96,7 +141,7 @@ int dk_endpoint_setup(struct docker *d, const struct sb_spec *spec,
 		return -ENOMEM;
 	}
 	if (tls) {
-		const char *dir = env_nonempty("DOCKER_CERT_PATH");
+		const char *dir = ctx->tls_dir ? ctx->tls_dir : env_nonempty("DOCKER_CERT_PATH");
 		char def[4096];
 		if (!dir) {
 			snprintf(def, sizeof(def), "%s/.docker",
@@ -108,10 +153,9 @@ int dk_endpoint_setup(struct docker *d, const struct sb_spec *spec,
 		d->ep.key_file = cert_file(dir, "key.pem");
 		d->ep.verify_peer = verify;
 		if (verify && !d->ep.ca_file) {
-			dk_fmt(err, errlen,
-				 "DOCKER_TLS_VERIFY is set but %.300s/ca.pem is missing or unreadable; set DOCKER_CERT_PATH",
-				 dir);
-			return -ENOENT;
+			int rc = trust_from_env(d, dir, err, errlen);
+			if (rc < 0)
+				return rc;
 		}
 	}
 	return 0;
@@ -242,7 +286,9 @@ int dk_negotiate(struct docker *d, char *err, size_t errlen)
 int dk_container_running(struct docker *d, char *why, size_t whylen)
 {
 	struct dk_result r;
-	int rc = dk_call(d, "GET", NULL, 15000, &r, "/containers/%s/json", d->cid);
+	/* within the call's deadline: a loaded engine was seen to take over
+	 * 15 s to answer an inspect */
+	int rc = dk_call(d, "GET", NULL, DK_CALL_TIMEOUT_MS, &r, "/containers/%s/json", d->cid);
 	if (rc < 0) {
 		dk_fmt(why, whylen, "%s", r.msg);
 		return rc;

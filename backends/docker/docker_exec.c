@@ -14,13 +14,14 @@
  *
  * Killing: closing the stream does not kill the command in the engine,
  * and there is no kill for an exec. Each exec therefore carries a random
- * marker in its environment (SBFS_EXEC=...), which its children inherit;
+ * marker in its environment (backends/exec_marker.h), which its children inherit;
  * on timeout or cancel a second exec, as root, finds the processes whose
  * environment holds the marker and kills each one's process group (an
  * exec is its own session, so the group is the whole command) and the
  * process itself. Only POSIX sh, grep and kill are needed in the image. */
 #include "docker.h"
 #include "docker_stream.h"
+#include "backends/exec_marker.h"
 #include "backends/exec_pump.h"
 #include "util/call_deadline.h"
 #include "util/log.h"
@@ -40,16 +41,6 @@
 #define KILL_GRACE_S 3.0   /* after a kill: how long the stream may take to end */
 #define HOLD_MAX 4096
 #define OCI_PREFIX "OCI runtime exec failed"
-
-/* Greps with a regex, not -F: busybox grep -F stops at the NULs of an
- * environ file. The marker is [0-9a-f] only. */
-static const char kill_script[] =
-	"i=0; while [ $i -lt 3 ]; do i=$((i+1))\n"
-	"  for f in $(grep -l \"SBFS_EXEC=$1\" /proc/[0-9]*/environ 2>/dev/null); do\n"
-	"    p=${f#/proc/}; p=${p%/environ}\n"
-	"    kill -9 -- \"-$p\" 2>/dev/null; kill -9 \"$p\" 2>/dev/null\n"
-	"  done\n"
-	"done\n";
 
 static int ms_until(double deadline)
 {
@@ -279,14 +270,19 @@ static int create_exec(struct sb_backend *b, const struct sb_exec_req *req,
 				json_array_append_new(env, json_string(req->env[i]));
 	}
 	char mk[64];
-	snprintf(mk, sizeof(mk), "SBFS_EXEC=%s", marker);
+	snprintf(mk, sizeof(mk), EXEC_MARKER_VAR "=%s", marker);
 	json_array_append_new(env, json_string(mk));
 	json_t *body = json_pack("{s:b,s:b,s:b,s:b,s:o,s:o,s:s}",
 				 "AttachStdin", req->stdin_fd >= 0,
-				 "AttachStdout", 1, "AttachStderr", 1, "Tty", 0,
+				 "AttachStdout", 1, "AttachStderr", 1, "Tty", req->tty != NULL,
 				 "Cmd", cmd, "Env", env, "WorkingDir", cwd);
 	if (!body)
 		return -ENOMEM;
+	/* From the start (API 1.42; older engines ignore it, and the resize
+	 * after the start sets it there) */
+	if (req->tty && req->tty->rows && req->tty->cols)
+		json_object_set_new(body, "ConsoleSize",
+				    json_pack("[i,i]", req->tty->rows, req->tty->cols));
 	if (user)
 		json_object_set_new(body, "User", json_string(user));
 	struct dk_result r;
@@ -339,8 +335,17 @@ struct pump {
 	struct out o;
 	struct stdin_pump stdin;
 	bool eof;              /* the engine closed the stream */
+	bool raw;              /* a terminal's stream: one stream, no frames */
 	int proto_err;
 };
+
+/* A terminal's stream is the terminal's bytes; the others carry frames. */
+static int feed_output(struct pump *p, const char *buf, size_t n)
+{
+	if (p->raw)
+		return on_payload(&p->o, DK_STREAM_STDOUT, buf, n);
+	return dk_demux_feed(&p->dm, buf, n, on_payload, &p->o);
+}
 
 /* Reads everything available; sets eof at the end of the stream. */
 static int pump_output(struct pump *p, char *buf)
@@ -353,7 +358,7 @@ static int pump_output(struct pump *p, char *buf)
 			p->eof = true;
 			return n < 0 ? (int)n : 0;
 		}
-		int rc = dk_demux_feed(&p->dm, buf, (size_t)n, on_payload, &p->o);
+		int rc = feed_output(p, buf, (size_t)n);
 		if (rc < 0) {
 			p->proto_err = rc;
 			p->eof = true;
@@ -375,19 +380,14 @@ static ssize_t send_stdin(void *arg, const char *buf, size_t len)
 static void close_stdin(void *arg)
 {
 	struct pump *p = arg;
-	shutdown(p->c.sock, SHUT_WR); /* the command's stdin EOF */
-}
-
-static void random_marker(char *out, size_t n)
-{
-	unsigned char r[12] = {0};
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		memcpy(r, &ts, sizeof(r) < sizeof(ts) ? sizeof(r) : sizeof(ts));
+	/* A terminal's end of input is its EOF character, typed: closing
+	 * the stream would end the exec while the command runs on. */
+	if (p->raw) {
+		size_t n;
+		(void)curl_easy_send(p->c.h, "\x04", 1, &n);
+		return;
 	}
-	for (size_t i = 0; i < sizeof(r) && 2 * i + 2 < n; i++)
-		snprintf(out + 2 * i, 3, "%02x", r[i]);
+	shutdown(p->c.sock, SHUT_WR); /* the command's stdin EOF */
 }
 
 static int start_stream(struct sb_backend *b, struct pump *p,
@@ -402,13 +402,14 @@ static int start_stream(struct sb_backend *b, struct pump *p,
 			 d->where, err);
 		return -EIO;
 	}
-	static const char body[] = "{\"Detach\":false,\"Tty\":false}";
+	const char *body = p->raw ? "{\"Detach\":false,\"Tty\":true}"
+				  : "{\"Detach\":false,\"Tty\":false}";
 	char head[512];
 	int n = snprintf(head, sizeof(head),
 			 "POST /%s/exec/%s/start HTTP/1.1\r\nHost: docker\r\n"
 			 "User-Agent: sbfs\r\nContent-Type: application/json\r\n"
 			 "Content-Length: %zu\r\n\r\n%s",
-			 d->api, exec_id, sizeof(body) - 1, body);
+			 d->api, exec_id, strlen(body), body);
 	double deadline = call_deadline_now() + call_deadline_clamp(START_TIMEOUT_S);
 	int rc = conn_send_all(&p->c, head, (size_t)n, deadline);
 	size_t got = 0, off = 0;
@@ -427,8 +428,7 @@ static int start_stream(struct sb_backend *b, struct pump *p,
 					       : (dk_error(b, "%s", what), -EIO);
 	}
 	/* output that arrived together with the head */
-	if (got > off &&
-	    (rc = dk_demux_feed(&p->dm, buf + off, got - off, on_payload, &p->o)) < 0) {
+	if (got > off && (rc = feed_output(p, buf + off, got - off)) < 0) {
 		p->proto_err = rc;
 		p->eof = true;
 	}
@@ -436,6 +436,23 @@ static int start_stream(struct sb_backend *b, struct pump *p,
 }
 
 static void kill_exec(struct sb_backend *b, const char *marker);
+static void signal_exec(struct sb_backend *b, const char *marker, int sig);
+
+/* The command's terminal takes a size (sbexec -t); a failure only leaves
+ * the old size. */
+static void resize_exec(struct sb_backend *b, const char *exec_id,
+			unsigned short rows, unsigned short cols)
+{
+	struct docker *d = b->priv;
+	struct dk_result r;
+	if (!rows || !cols)
+		return;
+	if (dk_call(d, "POST", NULL, DK_CALL_TIMEOUT_MS, &r, "/exec/%s/resize?h=%u&w=%u",
+		    exec_id, rows, cols) < 0 || (r.status != 200 && r.status != 201))
+		sb_debug("docker: resizing the terminal of a command in %s: %s", b->id,
+			 r.msg[0] ? r.msg : "refused");
+	dk_result_free(&r);
+}
 
 /* may_kill: false for the kill command itself, which is never killed in
  * turn (its timeout just stops waiting for it). */
@@ -448,8 +465,8 @@ static int exec_run(struct sb_backend *b, const struct sb_exec_req *req,
 	if (rc < 0)
 		return rc;
 	req = &bounded;
-	char marker[32] = "";
-	random_marker(marker, sizeof(marker));
+	char marker[EXEC_MARKER_SIZE];
+	exec_marker_new(marker);
 	char exec_id[128];
 	rc = create_exec(b, req, user, marker, exec_id, sizeof(exec_id), res);
 	if (rc < 0)
@@ -464,11 +481,14 @@ static int exec_run(struct sb_backend *b, const struct sb_exec_req *req,
 	dk_demux_init(&p->dm);
 	p->o.req = req;
 	p->o.holding = true;
+	p->raw = req->tty != NULL;
 	stdin_pump_init(&p->stdin, req->stdin_fd, req->stdin_fd >= 0);
 	const struct stdin_sink to_stdin = {send_stdin, close_stdin, p};
 	rc = start_stream(b, p, exec_id, buf, res);
 	if (rc < 0)
 		goto out;
+	if (req->tty)
+		resize_exec(b, exec_id, req->tty->rows, req->tty->cols);
 
 	double deadline = req->timeout_s > 0 ? call_deadline_now() + req->timeout_s : 0;
 	double grace_end = 0;   /* set once we killed the command */
@@ -479,8 +499,8 @@ static int exec_run(struct sb_backend *b, const struct sb_exec_req *req,
 			killed = true;
 			grace_end = call_deadline_now() + KILL_GRACE_S;
 		}
-		struct pollfd f[5];
-		int nf = 0, i_sock, i_src = -1, i_cancel = -1, i_dead;
+		struct pollfd f[7];
+		int nf = 0, i_sock, i_src = -1, i_cancel = -1, i_sig = -1, i_size = -1, i_dead;
 		i_sock = nf;
 		f[nf++] = (struct pollfd){p->c.sock,
 			POLLIN | (stdin_pump_wants_dst(&p->stdin) ? POLLOUT : 0), 0};
@@ -491,6 +511,14 @@ static int exec_run(struct sb_backend *b, const struct sb_exec_req *req,
 		if (!killed && req->cancel_fd >= 0) {
 			i_cancel = nf;
 			f[nf++] = (struct pollfd){req->cancel_fd, POLLIN, 0};
+		}
+		if (!killed && exec_signal_fd(req) >= 0) {
+			i_sig = nf;
+			f[nf++] = (struct pollfd){exec_signal_fd(req), POLLIN, 0};
+		}
+		if (!killed && req->tty) {
+			i_size = nf;
+			f[nf++] = (struct pollfd){req->tty->resize_fd, POLLIN, 0};
 		}
 		i_dead = nf;
 		f[nf++] = (struct pollfd){d->dead_pipe[0], POLLIN, 0};
@@ -527,6 +555,14 @@ static int exec_run(struct sb_backend *b, const struct sb_exec_req *req,
 			killed = true;
 			grace_end = call_deadline_now() + KILL_GRACE_S;
 			continue;
+		}
+		unsigned short rows, cols;
+		if (i_size >= 0 && f[i_size].revents && exec_tty_resize(req->tty, &rows, &cols))
+			resize_exec(b, exec_id, rows, cols);
+		if (i_sig >= 0 && f[i_sig].revents) {
+			int sig = exec_forwarded_signal(exec_signal_fd(req));
+			if (sig)
+				signal_exec(b, marker, sig);
 		}
 		if (f[i_sock].revents & (POLLIN | POLLHUP | POLLERR))
 			pump_output(p, buf);
@@ -613,22 +649,36 @@ out:
 	return rc;
 }
 
-static void kill_exec(struct sb_backend *b, const char *marker)
+/* One of our scripts beside the user's command (kill, signal): as root,
+ * so that it can read every environ and signal anything; also after the
+ * call's deadline, which is often why it runs. */
+static void run_helper(struct sb_backend *b, const char *const *argv, const char *what)
 {
-	const char *argv[] = {"sh", "-c", kill_script, "sbfs-kill", marker, NULL};
 	struct sb_exec_req k = {
 		.argv = argv, .cwd = "/", .stdin_fd = -1, .timeout_s = 15,
 		.cancel_fd = -1,
 	};
 	struct sb_exec_result kr;
-	/* as root, so that it can read every environ and kill anything; also
-	 * after the call's deadline, which is often why it runs */
 	double held = call_deadline_suspend();
 	int rc = exec_run(b, &k, &kr, "0", false);
 	call_deadline_restore(held);
 	if (rc < 0 || kr.timed_out || kr.exit_code != 0)
-		sb_warn("docker: killing a command in %s failed (%s)", b->id,
-			rc < 0 ? strerror(-rc) : "kill script failed");
+		sb_warn("docker: %s a command in %s failed (%s)", what, b->id,
+			rc < 0 ? strerror(-rc) : kr.timed_out ? "timed out" : "its script failed");
+}
+
+static void kill_exec(struct sb_backend *b, const char *marker)
+{
+	const char *argv[6];
+	exec_marker_kill_argv(argv, marker);
+	run_helper(b, argv, "killing");
+}
+
+static void signal_exec(struct sb_backend *b, const char *marker, int sig)
+{
+	const char *argv[7];
+	exec_marker_signal_argv(argv, marker, sig);
+	run_helper(b, argv, "signalling");
 }
 
 int dk_exec_as(struct sb_backend *b, const struct sb_exec_req *req,

@@ -546,10 +546,10 @@ int docker_stat(struct sb_backend *b, const char *path, struct stat *st,
 	 * version of the file and drop its cached content. */
 	mt.tv_nsec = 0;
 	st->st_mtim = st->st_atim = st->st_ctim = mt;
-	/* The engine's stat header has no link count: a directory's (its
-	 * subdirectories) is left for the fs core to keep, a guess of 2 would
-	 * undo what the mount's own mkdir and rename counted. */
-	st->st_nlink = type == S_IFDIR ? 0 : 1;
+	/* The engine's stat header has no link count: it is left for the fs
+	 * core to keep (0); a guess would undo what the mount's own mkdir,
+	 * rename and link counted. */
+	st->st_nlink = 0;
 	st->st_uid = d->uid;
 	st->st_gid = d->gid;
 	st->st_blksize = 4096;

@@ -186,7 +186,9 @@ static int local_destroy(struct sb_backend *b)
 	if (!l)
 		return 0;
 	stop_sandbox(l);
-	if (l->owns_dir)
+	/* an attached workspace is destroyed only when asked to be (`sbfs
+	 * destroy`): an unmount keeps it */
+	if (l->owns_dir || b->spec.attach_id)
 		local_discard_workspace(l);
 	return 0;
 }
@@ -237,6 +239,8 @@ const struct sb_backend_ops sb_local_ops = {
 	.option_keys = local_option_keys,
 	.create = local_create,
 	.exec = local_exec,
+	.exec_signals = true,
+	.exec_tty = true,
 	.destroy = local_destroy,
 	.release = local_release,
 	.write_file = local_write_file,
@@ -255,6 +259,7 @@ const struct sb_backend_ops sb_local_ops = {
 	.readlink = local_readlink,
 	.statfs = local_statfs,
 	.sweep = local_sweep,
+	.list_owned = local_list_owned,
 	.remove_many = local_remove_many,
 	.confirm_alive = local_confirm_alive,
 };

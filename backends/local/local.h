@@ -43,8 +43,10 @@ void local_discard_workspace(struct local *l);
  * no-op unmapped), and undoes that */
 int local_stage_workspace(struct sb_backend *b, struct local *l);
 void local_unstage_workspace(struct local *l);
-/* `sbfs sweep` */
+/* `sbfs sweep`, and the listing it works from (`sbfs list`) */
 int local_sweep(const struct sb_spec *spec);
+int local_list_owned(const struct sb_spec *spec, struct sb_owned **v,
+		     size_t *n, char *err, size_t errlen);
 
 /* local_bwrap.c: starts the sandbox process on the workspace; from the
  * thread that will live as long as the sandbox */

@@ -5,8 +5,10 @@
  * env -i sets the environment and the working directory and runs argv. */
 #include "local.h"
 #include "backends/exec_pump.h"
+#include "backends/exec_tty.h"
 #include "util/call_deadline.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -25,6 +27,74 @@ static const char *const guest_defaults[] = {
 	"HOME=/root",
 	NULL,
 };
+
+/* sig to every process in the group `group` or the session `session`
+ * (0: none) but `skip`. /proc/N/stat: pid (comm) state ppid pgrp session;
+ * comm may hold anything, so the fields are read after its last ')'. */
+static void signal_processes(pid_t group, pid_t session, pid_t skip, int sig)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long p = strtol(e->d_name, &end, 10);
+		if (*end || p <= 0 || p == skip)
+			continue;
+		char path[64], buf[512];
+		snprintf(path, sizeof path, "/proc/%ld/stat", p);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		const char *rp = strrchr(buf, ')');
+		long pgrp, sid;
+		char state;
+		if (rp && sscanf(rp + 1, " %c %*d %ld %ld", &state, &pgrp, &sid) == 3 &&
+		    (pgrp == group || (session > 0 && sid == session)))
+			kill((pid_t)p, sig);
+	}
+	closedir(d);
+}
+
+/* A forwarded signal, as a terminal's Ctrl-C reaches its foreground group:
+ * with a terminal, the group it says is in front; else the command's
+ * group but nsenter, its leader, which would die of it and end the wait
+ * while a trap still runs. */
+static void signal_command(pid_t nsenter, int tty_master, int sig)
+{
+	pid_t front = tty_master >= 0 ? tcgetpgrp(tty_master) : -1;
+	if (front > 0)
+		kill(-front, sig);
+	else
+		signal_processes(nsenter, 0, nsenter, sig);
+}
+
+/* Kills everything the command started: its process group and, with a
+ * terminal, the session setsid made it (a session of its own, so that its
+ * terminal's foreground group lives in the sandbox's pid namespace). */
+static void kill_command(pid_t nsenter, bool tty)
+{
+	/* The session's id is the pid of nsenter's one child (setsid does not
+	 * fork: that child leads no group), read before nsenter dies. */
+	long session = 0;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)nsenter, (int)nsenter);
+	FILE *f = tty ? fopen(path, "re") : NULL;
+	if (f) {
+		if (fscanf(f, "%ld", &session) != 1)
+			session = 0;
+		fclose(f);
+	}
+	kill(-nsenter, SIGKILL);
+	if (session > 0)
+		signal_processes(0, (pid_t)session, 0, SIGKILL);
+}
 
 /* argv for the host-side nsenter; every string outlives the fork. */
 static const char **build_argv(struct sb_backend *b, struct local *l,
@@ -69,6 +139,11 @@ static const char **build_argv(struct sb_backend *b, struct local *l,
 	for (size_t i = 0; req->env && req->env[i]; i++)
 		if (strchr(req->env[i], '='))
 			v[k++] = req->env[i];
+	if (req->tty) {
+		/* The sandbox's own session leader, its terminal controlling */
+		v[k++] = "/usr/bin/setsid";
+		v[k++] = "--ctty";
+	}
 	for (size_t i = 0; req->argv[i]; i++)
 		v[k++] = req->argv[i];
 	v[k] = NULL;
@@ -78,36 +153,15 @@ static const char **build_argv(struct sb_backend *b, struct local *l,
 struct io {
 	int out, err;          /* read ends of the command's stdout/stderr */
 	int in;                /* our end of its stdin socket, -1 once closed */
+	bool tty;              /* out and in are a pty's master; err is -1 */
 	struct stdin_pump stdin;
 };
-
-/* Reads what is there; 0 = go on, 1 = EOF, <0 = callback abort/error. */
-static int pump_output(int *fd, sb_output_fn fn, void *arg)
-{
-	char buf[EXEC_IO_CHUNK];
-	for (;;) {
-		ssize_t n = read(*fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno == EAGAIN ? 0 : -errno;
-		if (n == 0) {
-			close(*fd);
-			*fd = -1;
-			return 1;
-		}
-		if (fn) {
-			int rc = fn(arg, buf, (size_t)n);
-			if (rc < 0)
-				return rc;
-		}
-	}
-}
 
 static ssize_t send_stdin(void *arg, const char *buf, size_t len)
 {
 	struct io *io = arg;
-	ssize_t n = send(io->in, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	ssize_t n = io->tty ? write(io->in, buf, len)
+			    : send(io->in, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? -EAGAIN : -errno;
 	return n;
@@ -116,6 +170,10 @@ static ssize_t send_stdin(void *arg, const char *buf, size_t len)
 static void close_stdin(void *arg)
 {
 	struct io *io = arg;
+	if (io->tty) {
+		exec_tty_type_eof(&io->in);
+		return;
+	}
 	close(io->in);
 	io->in = -1;
 }
@@ -140,9 +198,15 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	const char **argv = build_argv(b, l, req, pidbuf, sizeof(pidbuf));
 	if (!argv)
 		return -ENOMEM;
-	int outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1};
-	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, inp) < 0) {
+	int outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1}, tty_slave = -1;
+	if (req->tty) {
+		/* its master read as the output, written as the input; the
+		 * slave the command's stdin, stdout, stderr and terminal */
+		rc = exec_tty_open(req->tty, &outp[0], &inp[1], &tty_slave);
+		if (rc < 0)
+			goto out_fds;
+	} else if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+		   socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, inp) < 0) {
 		rc = -errno;
 		goto out_fds;
 	}
@@ -152,9 +216,17 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		/* async-signal-safe only: the daemon is multithreaded. Own
 		 * session and process group, so a kill reaches everything. */
 		setsid();
-		dup2(inp[0], 0);
-		dup2(outp[1], 1);
-		dup2(errp[1], 2);
+		if (tty_slave >= 0) {
+			/* not our controlling terminal: setsid --ctty makes it
+			 * the command's, inside the sandbox (build_argv) */
+			dup2(tty_slave, 0);
+			dup2(tty_slave, 1);
+			dup2(tty_slave, 2);
+		} else {
+			dup2(inp[0], 0);
+			dup2(outp[1], 1);
+			dup2(errp[1], 2);
+		}
 		syscall(SYS_close_range, 3U, ~0U, 0U);
 		execve(argv[0], (char *const *)argv, empty_env);
 		static const char msg[] = "sbfs: cannot run nsenter\n";
@@ -165,33 +237,41 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		rc = -errno;
 		goto out_fds;
 	}
+	close_fd(&tty_slave);
 	close_fd(&inp[0]);
 	close_fd(&outp[1]);
 	close_fd(&errp[1]);
 	int child_fd = (int)syscall(SYS_pidfd_open, pid, 0);
 	fcntl(outp[0], F_SETFL, O_NONBLOCK);
 	fcntl(errp[0], F_SETFL, O_NONBLOCK);
-	shutdown(inp[1], SHUT_RD);
+	if (!req->tty)
+		shutdown(inp[1], SHUT_RD);
 	struct io *io = calloc(1, sizeof(*io));
 	if (!io) {
-		kill(-pid, SIGKILL);
+		kill_command(pid, false);
 		rc = -ENOMEM;
 		goto reap;
 	}
 	io->out = outp[0];
 	io->err = errp[0];
 	io->in = inp[1];
-	stdin_pump_init(&io->stdin, req->stdin_fd, true);
+	io->tty = req->tty != NULL;
+	/* No stdin to forward: the command reads end of file at once (an
+	 * open, silent stdin would hang `cat` or a shell forever). */
+	stdin_pump_init(&io->stdin, req->stdin_fd, req->stdin_fd >= 0);
 	const struct stdin_sink to_stdin = {send_stdin, close_stdin, io};
 	outp[0] = errp[0] = inp[1] = -1;
+	if (req->stdin_fd < 0)
+		close_stdin(io);
 
 	double deadline = req->timeout_s > 0 ? call_deadline_now() + req->timeout_s : 0;
 	bool exited = false, kill_it = false;
+	const int sig_fd = exec_signal_fd(req);
 	while (!exited || io->out >= 0 || io->err >= 0) {
-		struct pollfd p[7];
+		struct pollfd p[9];
 		int np = 0;
 		int i_out = -1, i_err = -1, i_src = -1, i_in = -1, i_cancel = -1,
-		    i_box = -1, i_child = -1;
+		    i_box = -1, i_child = -1, i_sig = -1, i_size = -1;
 		if (io->out >= 0) { i_out = np; p[np++] = (struct pollfd){io->out, POLLIN, 0}; }
 		if (io->err >= 0) { i_err = np; p[np++] = (struct pollfd){io->err, POLLIN, 0}; }
 		if (!exited && stdin_pump_wants_src(&io->stdin)) {
@@ -201,6 +281,10 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 			i_in = np; p[np++] = (struct pollfd){io->in, POLLOUT, 0};
 		}
 		if (req->cancel_fd >= 0) { i_cancel = np; p[np++] = (struct pollfd){req->cancel_fd, POLLIN, 0}; }
+		if (!exited && sig_fd >= 0) { i_sig = np; p[np++] = (struct pollfd){sig_fd, POLLIN, 0}; }
+		if (!exited && req->tty && io->out >= 0) {
+			i_size = np; p[np++] = (struct pollfd){req->tty->resize_fd, POLLIN, 0};
+		}
 		i_box = np; p[np++] = (struct pollfd){l->bwrap_pidfd, POLLIN, 0};
 		if (!exited && child_fd >= 0) { i_child = np; p[np++] = (struct pollfd){child_fd, POLLIN, 0}; }
 		int wait_ms = exited ? 0 : -1;
@@ -228,6 +312,13 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 			kill_it = true;
 			break;
 		}
+		if (i_size >= 0 && p[i_size].revents)
+			exec_tty_follow_size(req->tty, io->out);
+		if (i_sig >= 0 && p[i_sig].revents) {
+			int sig = exec_forwarded_signal(sig_fd);
+			if (sig)
+				signal_command(pid, io->tty ? io->out : -1, sig);
+		}
 		if (p[i_box].revents) {
 			res->sandbox_terminated = true;
 			rc = sb_backend_fail(b, "sandbox (bwrap pid %d) exited or was killed",
@@ -236,11 +327,11 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 			break;
 		}
 		if (i_out >= 0 && p[i_out].revents) {
-			int r = pump_output(&io->out, req->on_stdout, req->cb_arg);
+			int r = exec_pump_fd(&io->out, req->on_stdout, req->cb_arg);
 			if (r < 0) { rc = r; kill_it = true; break; }
 		}
 		if (i_err >= 0 && p[i_err].revents) {
-			int r = pump_output(&io->err, req->on_stderr, req->cb_arg);
+			int r = exec_pump_fd(&io->err, req->on_stderr, req->cb_arg);
 			if (r < 0) { rc = r; kill_it = true; break; }
 		}
 		if (!exited)
@@ -260,7 +351,7 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		}
 	}
 	if (kill_it)
-		kill(-pid, SIGKILL);
+		kill_command(pid, io->tty);
 	close_fd(&io->out);
 	close_fd(&io->err);
 	close_fd(&io->in);
@@ -285,6 +376,7 @@ out_fds:
 	close_fd(&outp[0]); close_fd(&outp[1]);
 	close_fd(&errp[0]); close_fd(&errp[1]);
 	close_fd(&inp[0]); close_fd(&inp[1]);
+	close_fd(&tty_slave);
 	free(argv);
 	return rc;
 }

@@ -6,6 +6,7 @@
 #include "local_disk.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <dirent.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -165,6 +166,110 @@ static bool workspace_ours(const struct stat *st, const struct id_map *ids)
 	       (ids->mapped && st->st_uid == ids->uid_base);
 }
 
+static int owner_pid(const char *owner_file)
+{
+	FILE *f = fopen(owner_file, "re");
+	int pid = 0;
+	if (f) {
+		if (fscanf(f, "%d", &pid) != 1)
+			pid = 0;
+		fclose(f);
+	}
+	return pid;
+}
+
+static time_t created_at(int dirfd, const char *name)
+{
+	struct statx stx;
+	if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW, STATX_BTIME | STATX_CTIME, &stx) < 0)
+		return 0;
+	return (time_t)((stx.stx_mask & STATX_BTIME) ? stx.stx_btime.tv_sec
+						     : stx.stx_ctime.tv_sec);
+}
+
+static int add_owned(struct sb_owned **v, size_t *n, size_t *cap)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		struct sb_owned *nv = realloc(*v, c * sizeof **v);
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = c;
+	}
+	memset(&(*v)[*n], 0, sizeof **v);
+	(*n)++;
+	return 0;
+}
+
+/* Workspaces sbfs-ID of ours under the root: with a marker of a live
+ * daemon in use, of a dead one orphaned, without one kept (-o keep, or
+ * attached: an attach writes none). A marker whose workspace is gone is
+ * an orphan too, for sweep to clear. */
+int local_list_owned(const struct sb_spec *spec, struct sb_owned **out,
+		     size_t *nout, char *err, size_t errlen)
+{
+	struct id_map ids;
+	char why[SB_REASON_MAX];
+	if (id_map_choose(&ids, why, sizeof why) < 0)
+		ids.mapped = false;
+	const char *root = workspace_root(spec);
+	*out = NULL;
+	*nout = 0;
+	DIR *d = opendir(root);
+	if (!d) {
+		snprintf(err, errlen, "cannot read %s: %s", root, strerror(errno));
+		return -errno;
+	}
+	struct sb_owned *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	int rc = 0;
+	while (rc == 0 && (e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		bool marker = len > 11 && !strcmp(e->d_name + len - 6, ".owner");
+		/* sbfs-HEX (sb_spec_init's names): not the sbx backend's
+		 * private sbfs-sbx-XXXXXX directories, which share $TMPDIR */
+		size_t idlen = marker ? len - 6 : len;
+		if (strncmp(e->d_name, "sbfs-", 5) != 0 || idlen < 6 ||
+		    strspn(e->d_name + 5, "0123456789abcdef") != idlen - 5)
+			continue;
+		char dir[4200], owner[4300];
+		snprintf(dir, sizeof dir, "%s/%.*s", root, (int)idlen, e->d_name);
+		owner_path(dir, owner, sizeof owner);
+		struct stat st;
+		bool ws = lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && workspace_ours(&st, &ids);
+		/* each workspace once: from its directory, or from a marker
+		 * that has none */
+		if (marker ? ws : !ws)
+			continue;
+		bool has_owner = marker || access(owner, F_OK) == 0;
+		if ((rc = add_owned(&v, &n, &cap)) < 0)
+			break;
+		struct sb_owned *o = &v[n - 1];
+		snprintf(o->id, sizeof o->id, "%.*s", (int)idlen, e->d_name);
+		o->created = created_at(dirfd(d), e->d_name);
+		if (!has_owner) {
+			o->state = SB_OWNED_KEPT;
+		} else if (owner_alive(owner)) {
+			o->state = SB_OWNED_IN_USE;
+		} else {
+			o->state = SB_OWNED_ORPHAN;
+			snprintf(o->why, sizeof o->why, "its sbfs daemon, pid %d, is gone",
+				 owner_pid(owner));
+		}
+	}
+	closedir(d);
+	if (rc < 0) {
+		free(v);
+		snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
 int local_sweep(const struct sb_spec *spec)
 {
 	struct id_map ids;
@@ -172,31 +277,20 @@ int local_sweep(const struct sb_spec *spec)
 	if (id_map_choose(&ids, why, sizeof why) < 0)
 		ids.mapped = false;
 	const char *root = workspace_root(spec);
-	DIR *d = opendir(root);
-	if (!d) {
-		fprintf(stderr, "sbfs: cannot read %s: %s\n", root, strerror(errno));
+	struct sb_owned *v;
+	size_t n;
+	if (local_list_owned(spec, &v, &n, why, sizeof why) < 0) {
+		fprintf(stderr, "sbfs: %s\n", why);
 		return -1;
 	}
 	size_t removed = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		size_t len = strlen(e->d_name);
-		if (strncmp(e->d_name, "sbfs-", 5) != 0 || len < 7 ||
-		    strcmp(e->d_name + len - 6, ".owner") != 0)
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].state != SB_OWNED_ORPHAN)
 			continue;
-		char owner[4200], dir[4200];
-		snprintf(owner, sizeof owner, "%s/%s", root, e->d_name);
-		snprintf(dir, sizeof dir, "%s/%.*s", root, (int)(len - 6), e->d_name);
-		FILE *f = fopen(owner, "re");
-		int pid = 0;
-		if (f) {
-			if (fscanf(f, "%d", &pid) != 1)
-				pid = 0;
-			fclose(f);
-		}
+		char owner[4300], dir[4200];
+		snprintf(dir, sizeof dir, "%s/%s", root, v[i].id);
+		owner_path(dir, owner, sizeof owner);
 		struct stat st;
-		if (owner_alive(owner))
-			continue;
 		if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && workspace_ours(&st, &ids)) {
 			char stage[4200];
 			stage_path(stage, sizeof stage, dir);
@@ -205,10 +299,10 @@ int local_sweep(const struct sb_spec *spec)
 			remove_tree(dir);
 		}
 		unlink(owner);
-		printf("removed %s (its sbfs daemon, pid %d, is gone)\n", dir, pid);
+		printf("removed %s (%s)\n", dir, v[i].why);
 		removed++;
 	}
-	closedir(d);
+	free(v);
 	if (!removed)
 		printf("no orphaned local workspaces under %s\n", root);
 	return 0;

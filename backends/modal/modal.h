@@ -1,8 +1,10 @@
 /* Private to the `modal` backend:
  *   modal.c        create (app, image, sandbox, task, router), destroy, sweep
  *   modal_config.c credentials and settings, as Modal's own CLI finds them
+ *                  (the CAs to trust: transport/tls_trust.c)
  *   modal_rpc.c    metadata, RPC calls with retries, router access, errors
  *   modal_exec.c   exec through the task command router
+ *   modal_pty.c    the terminal of an exec (sbexec -t): PTYInfo
  *   modal_files.c  write_file and list_dir through modal-sandbox-fs-tools
  * Everything here follows ../shared/protocols/modal.md (V1 sandboxes). */
 #ifndef SBFS_BACKENDS_MODAL_H
@@ -35,7 +37,8 @@ struct modal_config {
 };
 
 /* Environment first, then the active profile of MODAL_CONFIG_PATH or
- * ~/.modal.toml. -1 with a one-line message saying how to fix it. */
+ * ~/.modal.toml. -1 with a one-line message saying how to fix it; -2 when
+ * there are no credentials at all (Modal is not set up here). */
 int modal_config_load(struct modal_config *c, char *err, size_t errlen);
 /* Exposed for tests: parse the TOML text of a config file. */
 int modal_config_parse_toml(struct modal_config *c, const char *text,
@@ -45,6 +48,7 @@ int modal_config_parse_toml(struct modal_config *c, const char *text,
 
 struct modal {
 	struct modal_config cfg;
+	struct tls_trust trust;  /* -o ca_file=, SSL_CERT_FILE, SSL_CERT_DIR */
 	struct grpc_channel *api;
 	char *api_md[10];        /* "name: value" lines for control-plane calls */
 	bool first_call_done;    /* FAILED_PRECONDITION on the first = too old */
@@ -108,12 +112,22 @@ struct modal_run {
 	void *cb_arg;
 	int cancel_fd;
 	bool killable;                 /* tag the process so it can be killed */
+	/* sb_exec_req's: forwarded signals (needs killable), a terminal */
+	const int *signal_fd;
+	const struct sb_exec_tty *tty;
 };
 
 int modal_run(struct sb_backend *b, const struct modal_run *r,
 	      struct sb_exec_result *res);
 int modal_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	       struct sb_exec_result *res);
+
+/* ---- modal_pty.c ---- */
+
+/* A PTYInfo message for a command's terminal of rows x cols (0: the
+ * server's default), named by the last TERM= of env, else of spec_env. */
+void modal_pty_info(struct pb_buf *out, unsigned short rows, unsigned short cols,
+		    const char *const *spec_env, const char *const *env);
 
 /* ---- modal_files.c ---- */
 

@@ -246,7 +246,7 @@ int modal_config_load(struct modal_config *c, char *err, size_t errlen)
 	c->server_url[strcspn(c->server_url, ",")] = '\0';
 	if (!c->token_id[0] || !c->token_secret[0]) {
 		snprintf(err, errlen, "%s", NO_CREDS);
-		return -1;
+		return -2;
 	}
 	return 0;
 }

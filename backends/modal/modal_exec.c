@@ -4,11 +4,20 @@
  * after a dropped stream, TaskExecWait long-polls (60 s each, retried
  * until the deadline), and unary TaskExecStdinWrite calls with offsets.
  *
- * The router has no kill call. A command that must be stopped early
- * (cancel, client deadline, output callback abort) carries
- * SBFS_EXEC_ID=<exec id> in its environment, and a second exec kills every
- * guest process whose environment holds it. */
+ * The router has no kill or signal call. A command that may have to be
+ * stopped early (cancel, deadline, output callback abort) or signalled
+ * (sbexec's Ctrl-C, SIGTERM, SIGHUP) carries a marker in its environment
+ * (backends/exec_marker.h), and a second exec kills or signals every guest
+ * process whose environment holds it.
+ *
+ * With a terminal (sbexec -t) the command runs on Modal's own pty
+ * (modal_pty.c): its output and errors come as the stdout stream, what is
+ * typed goes in through the stdin writes (Ctrl-C is the byte 0x03, which
+ * the pty turns into SIGINT), and the end of a piped stdin is typed as ^D.
+ * Modal cannot resize a running command's terminal: size changes are read
+ * and dropped. */
 #include "modal.h"
+#include "backends/exec_marker.h"
 #include "backends/exec_pump.h"
 #include "util/call_deadline.h"
 #include "util/log.h"
@@ -49,6 +58,7 @@ struct xc {
 	struct modal *m;
 	const struct modal_run *r;
 	char exec_id[37];
+	char marker[EXEC_MARKER_SIZE]; /* in the command's environment if killable */
 	CURLM *multi;
 	struct out_stream out[2];
 	int cb_rc;            /* an output callback asked to stop */
@@ -66,7 +76,7 @@ struct xc {
 	unsigned in_gen;
 	char *in_buf;
 	size_t in_len;        /* bytes in in_buf, sent as the next write */
-	bool in_eof;          /* source exhausted: next write carries eof */
+	bool in_eof;          /* source exhausted: the next write is the last */
 	bool in_refreshed;
 	int in_retries;
 	double in_at;
@@ -218,10 +228,18 @@ static bool fill_stdin(struct xc *x, bool readable)
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return false;
 	}
-	if (n > 0)
+	if (n > 0) {
 		x->in_len = (size_t)n;
-	else
-		x->in_eof = true; /* end, or an unreadable source: close stdin */
+	} else {
+		/* end, or an unreadable source: close stdin. A terminal's end
+		 * of input is its EOF character, typed: closing its input is
+		 * nothing a terminal does (as docker_exec.c). */
+		x->in_eof = true;
+		if (r->tty) {
+			x->in_buf[0] = 0x04;
+			x->in_len = 1;
+		}
+	}
 	return true;
 }
 
@@ -232,7 +250,7 @@ static int start_stdin(struct xc *x)
 	pb_uint(&req, 3, x->in_offset);
 	if (x->in_len)
 		pb_bytes(&req, 4, x->in_buf, x->in_len);
-	pb_bool(&req, 5, x->in_eof);
+	pb_bool(&req, 5, x->in_eof && !x->r->tty);
 	struct grpc_call *c = modal_router_call(x->m, "TaskExecStdinWrite", &req,
 						60, NULL, NULL, &x->in_gen);
 	pb_buf_free(&req);
@@ -436,7 +454,7 @@ static int start_exec(struct xc *x, double timeout, struct grpc_status *st)
 			pb_string_always(&req, 3, r->argv[i]);
 	}
 	pb_uint(&req, 4, 1); /* PIPE: 0 would be DEVNULL (notes 5.11) */
-	pb_uint(&req, 5, 1);
+	pb_uint(&req, 5, 1); /* with a pty it stays empty, as the SDKs read it */
 	if (timeout > 0) {
 		unsigned secs = (unsigned)timeout;
 		if ((double)secs < timeout)
@@ -448,10 +466,15 @@ static int start_exec(struct xc *x, double timeout, struct grpc_status *st)
 	 * and exec env reaches the same processes without one */
 	add_env(&req, (const char *const *)spec->env);
 	add_env(&req, r->env);
-	if (r->killable) {
-		char tag[64];
-		snprintf(tag, sizeof(tag), "%s", x->exec_id);
-		pb_map_entry(&req, 12, "SBFS_EXEC_ID", tag);
+	if (r->killable)
+		pb_map_entry(&req, 12, EXEC_MARKER_VAR, x->marker);
+	if (r->tty) {
+		struct pb_buf pty = {0};
+		modal_pty_info(&pty, r->tty->rows, r->tty->cols,
+			       (const char *const *)spec->env, r->env);
+		pb_msg(&req, 9, &pty);
+		req.oom |= pty.oom;
+		pb_buf_free(&pty);
 	}
 	if (req.oom) {
 		pb_buf_free(&req);
@@ -464,24 +487,38 @@ static int start_exec(struct xc *x, double timeout, struct grpc_status *st)
 	return code == GRPC_OK ? 0 : -EIO;
 }
 
-static void kill_exec(struct sb_backend *b, const char *exec_id)
+/* One of the marker scripts beside the command (kill, signal); also after
+ * the call's deadline, which is often why it runs. */
+static void run_helper(struct sb_backend *b, const char *const *argv,
+		       const char *what, const char *exec_id)
 {
-	static const char script[] =
-		"for p in /proc/[0-9]*; do "
-		"tr '\\000' '\\n' <\"$p/environ\" 2>/dev/null | grep -qxF \"SBFS_EXEC_ID=$1\" && "
-		"kill -KILL \"${p#/proc/}\" 2>/dev/null; done; exit 0";
-	const char *argv[] = {"sh", "-c", script, "sh", exec_id, NULL};
 	struct modal_run r = {
-		.argv = argv, .timeout_s = 20, .stdin_fd = -1, .stdin_size = -1,
-		.cancel_fd = -1,
+		.argv = argv, .cwd = "/", .timeout_s = 20, .stdin_fd = -1,
+		.stdin_size = -1, .cancel_fd = -1,
 	};
 	struct sb_exec_result res;
-	/* also after the call's deadline, which is often why it runs */
 	double held = call_deadline_suspend();
 	int rc = modal_run(b, &r, &res);
 	call_deadline_restore(held);
-	if (rc < 0 || res.exit_code != 0)
-		sb_warn("modal: could not kill exec %s in the sandbox", exec_id);
+	if (rc < 0 || res.timed_out || res.exit_code != 0)
+		sb_warn("modal: %s exec %s in the sandbox failed (%s)", what, exec_id,
+			rc < 0 ? "could not run the script" : res.timed_out ? "timed out"
+			: "its script failed");
+}
+
+static void kill_exec(struct sb_backend *b, const char *marker, const char *exec_id)
+{
+	const char *argv[6];
+	exec_marker_kill_argv(argv, marker);
+	run_helper(b, argv, "killing", exec_id);
+}
+
+static void signal_exec(struct sb_backend *b, const char *marker, int sig,
+			const char *exec_id)
+{
+	const char *argv[7];
+	exec_marker_signal_argv(argv, marker, sig);
+	run_helper(b, argv, "signalling", exec_id);
 }
 
 static bool is_gone_code(int code)
@@ -522,6 +559,7 @@ int modal_run(struct sb_backend *b, const struct modal_run *r,
 	x->m = m;
 	x->r = r;
 	grpc_uuid4(x->exec_id);
+	exec_marker_new(x->marker);
 	struct grpc_status st;
 	int rc = start_exec(x, timeout, &st);
 	if (rc < 0) {
@@ -553,11 +591,16 @@ int modal_run(struct sb_backend *b, const struct modal_run *r,
 	for (int i = 0; i < 2; i++) {
 		x->out[i].x = x;
 		x->out[i].fd = i;
-		x->out[i].fn = i ? r->on_stderr : r->on_stdout;
+		/* a terminal is one stream (Modal's stderr stays empty) */
+		x->out[i].fn = i && !r->tty ? r->on_stderr : r->on_stdout;
 	}
 	x->in_active = true;
-	if (r->stdin_fd < 0)
+	if (r->stdin_fd < 0 && r->tty)
+		x->in_active = false; /* nothing will be typed: leave it open */
+	else if (r->stdin_fd < 0)
 		x->in_eof = true; /* close the command's stdin at once */
+	/* forwarded signals find the command by its marker */
+	int sig_fd = r->killable && r->signal_fd ? *r->signal_fd : -1;
 	for (int i = 0; i < 2 && rc == 0; i++)
 		rc = start_stream(x, &x->out[i], deadline);
 	if (rc == 0)
@@ -602,12 +645,20 @@ int modal_run(struct sb_backend *b, const struct modal_run *r,
 			res->timed_out = true;
 			break;
 		}
-		struct curl_waitfd extra[2];
+		struct curl_waitfd extra[4];
 		unsigned nextra = 0;
-		int i_cancel = -1, i_in = -1;
+		int i_cancel = -1, i_in = -1, i_sig = -1, i_size = -1;
 		if (r->cancel_fd >= 0) {
 			i_cancel = (int)nextra;
 			extra[nextra++] = (struct curl_waitfd){r->cancel_fd, CURL_WAIT_POLLIN, 0};
+		}
+		if (sig_fd >= 0 && !x->exited) {
+			i_sig = (int)nextra;
+			extra[nextra++] = (struct curl_waitfd){sig_fd, CURL_WAIT_POLLIN, 0};
+		}
+		if (r->tty && r->tty->resize_fd >= 0) {
+			i_size = (int)nextra;
+			extra[nextra++] = (struct curl_waitfd){r->tty->resize_fd, CURL_WAIT_POLLIN, 0};
 		}
 		if (want_stdin_fd) {
 			i_in = (int)nextra;
@@ -655,6 +706,17 @@ int modal_run(struct sb_backend *b, const struct modal_run *r,
 		if (i_in >= 0 && extra[i_in].revents && x->in_active && !x->in_call) {
 			fill_stdin(x, true);
 		}
+		if (i_sig >= 0 && extra[i_sig].revents) {
+			int sig = exec_forwarded_signal(sig_fd);
+			if (sig)
+				signal_exec(b, x->marker, sig, x->exec_id);
+		}
+		unsigned short rows, cols;
+		if (i_size >= 0 && extra[i_size].revents &&
+		    exec_tty_resize(r->tty, &rows, &cols))
+			sb_debug("modal: exec %.8s: the terminal keeps its size (%ux%u asked): "
+				 "Modal cannot resize a running command's terminal",
+				 x->exec_id, rows, cols);
 	}
 	stop_it = !x->exited && (res->cancelled || res->timed_out || x->cb_rc);
 	if (rc == 0 && x->cb_rc)
@@ -687,6 +749,9 @@ int modal_run(struct sb_backend *b, const struct modal_run *r,
 		} else {
 			res->exit_code = x->code;
 		}
+		/* The server's deadline kills the command; what it started
+		 * (in the background, on its terminal) may live on. */
+		stop_it = res->timed_out;
 	}
 	if (res->timed_out && clamped) {
 		/* the deadline was the sandbox's own end: it is gone */
@@ -704,11 +769,9 @@ out:
 		curl_multi_cleanup(x->multi);
 	pb_buf_free(&x->wait_resp);
 	free(x->in_buf);
-	char exec_id[37];
-	memcpy(exec_id, x->exec_id, sizeof(exec_id));
-	free(x);
 	if (stop_it && r->killable && !sb_backend_is_dead(b))
-		kill_exec(b, exec_id);
+		kill_exec(b, x->marker, x->exec_id);
+	free(x);
 	return rc;
 }
 
@@ -744,6 +807,8 @@ int modal_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		.cb_arg = req->cb_arg,
 		.cancel_fd = req->cancel_fd,
 		.killable = true,
+		.signal_fd = req->signal_fd,
+		.tty = req->tty,
 	};
 	int rc = modal_run(b, &r, res);
 	if (rc == 0 && res->term_signal && !sb_backend_is_dead(b) && !still_alive(b)) {

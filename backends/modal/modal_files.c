@@ -196,7 +196,7 @@ int modal_parse_file_list(const char *text, size_t len, struct sb_dirlist *out)
 		if (!(mode & S_IFMT))
 			mode |= t ? t : S_IFREG;
 		d->st.st_mode = mode;
-		d->st.st_nlink = S_ISDIR(mode) ? 2 : 1;
+		d->st.st_nlink = 0; /* not told: the fs core keeps the count it knows */
 		json_int_t size = json_integer_value(json_object_get(e, "size"));
 		d->st.st_size = size > 0 ? (off_t)size : 0;
 		double mt = json_number_value(json_object_get(e, "modified_time"));

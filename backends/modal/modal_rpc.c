@@ -66,6 +66,9 @@ void modal_describe(char *buf, size_t n, const char *what,
 	else if (st->code == GRPC_PERMISSION_DENIED)
 		snprintf(buf, n, "Modal denied %s (%.200s): check that the token's workspace and MODAL_ENVIRONMENT are the ones you mean",
 			 what, st->message);
+	else if (st->code == GRPC_UNAVAILABLE && st->cert_untrusted)
+		snprintf(buf, n, "Modal %s failed: the server's certificate is not trusted (%.250s): give the CA that signed it with -o ca_file=, SSL_CERT_FILE or SSL_CERT_DIR",
+			 what, st->message);
 	else
 		snprintf(buf, n, "Modal %s failed: %s: %.300s", what,
 			 grpc_code_name(st->code), st->message);
@@ -123,7 +126,8 @@ int modal_router_refresh(struct modal *m, struct grpc_status *st)
 		 * test server, as Python allows (notes 2.6(b)) */
 		char err[256];
 		struct grpc_channel *ch = grpc_channel_new(
-			url, grpc_url_is_loopback(m->cfg.server_url), err, sizeof(err));
+			url, grpc_url_is_loopback(m->cfg.server_url), &m->trust,
+			err, sizeof(err));
 		if (!ch) {
 			st->code = GRPC_UNAVAILABLE;
 			snprintf(st->message, sizeof(st->message), "task router: %s", err);
@@ -204,6 +208,7 @@ int modal_router(struct modal *m, const char *method, const struct pb_buf *req,
 							collect, resp, &gen);
 		if (!c) {
 			st->code = GRPC_RESOURCE_EXHAUSTED;
+			st->cert_untrusted = false;
 			snprintf(st->message, sizeof(st->message), "out of memory");
 			return st->code;
 		}

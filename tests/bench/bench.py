@@ -22,6 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 SBFS = os.environ.get("SBFS", os.path.join(ROOT, "build", "daemon", "sbfs"))
+SBFS_OPTS = []  # --sbfs-opts: another backend (its credentials in the environment)
 SBEXEC = os.environ.get("SBEXEC", os.path.join(ROOT, "build", "shim", "sbexec"))
 FUSERMOUNT = shutil.which("fusermount3") or "fusermount3"
 
@@ -111,11 +112,26 @@ def sbfs_status(mnt):
         return None
 
 
-def calls_delta(before, after):
-    if not before or not after:
+def calls_delta(before, after, field="calls"):
+    """Per-kind increase of a status counter object: .calls (backend
+    calls) or .requests (what the kernel asked the daemon)."""
+    if not before or not after or field not in after:
         return None
-    b, a = before.get("calls", {}), after.get("calls", {})
-    return {k: a.get(k, 0) - b.get(k, 0) for k in a if a.get(k, 0) - b.get(k, 0)}
+    b, a = before.get(field, {}), after.get(field, {})
+    return {k: a.get(k, 0) - b.get(k, 0) for k in a
+            if k != "total" and a.get(k, 0) - b.get(k, 0)}
+
+
+def journal_delta(before, after):
+    """Write-back journal entries made and folder fsyncs that made them
+    durable during a step, as 'F fsyncs / E entries', or None."""
+    try:
+        b, a = before["writeback"], after["writeback"]
+        e = a["journal_entries"] - b["journal_entries"]
+        f = a["journal_fsyncs"] - b["journal_fsyncs"]
+    except (KeyError, TypeError):
+        return None
+    return f"{f} fsyncs / {e} entries" if e else None
 
 
 def fmt_calls(d, n=3):
@@ -138,6 +154,9 @@ def fmt_s(v):
 
 # ---------------------------------------------------------------- workloads
 
+PWRITERS = 8  # the parallel creates: closes that arrive together
+
+
 def workloads(p):
     """(key, label, script, oob_setup): scripts run with cwd = the target
     directory; oob_setup (run out of band, untimed, before the step) makes
@@ -149,6 +168,11 @@ def workloads(p):
         ("create", f"{n} × 4 KiB creates (shell loop)",
          f'd=$(printf "%s\\n" "{blob}")\nmkdir creates\ncd creates\n'
          f'for i in $(seq {n}); do printf "%s" "$d" > f$i; done', None),
+        ("pcreate", f"{n} × 4 KiB creates, {PWRITERS} shell loops at once",
+         f'd=$(printf "%s\\n" "{blob}")\nmkdir pcreates\ncd pcreates\npids=\n'
+         f'for w in $(seq {PWRITERS}); do\n'
+         f'  (for i in $(seq {n // PWRITERS}); do printf "%s" "$d" > w$w-$i; done) &\n'
+         f'  pids="$pids $!"\ndone\nfor p in $pids; do wait $p; done', None),
         ("cp", f"cp -r tree ({p['tree_files']} files, "
                f"{p['tree_bytes'] / 1e6:.1f} MB)", f'cp -r "$SRC" tree', None),
         ("git", "git init && add -A && commit",
@@ -170,7 +194,7 @@ def workloads(p):
          f'for i in $(seq {saves}); do printf "%s %s\\n" "$i" "$EDIT" > .edit.txt.tmp; '
          'sync .edit.txt.tmp; mv -f .edit.txt.tmp edit.txt; done', None),
         ("rm", "rm -rf tree + creates", "rm -rf tree creates edit.txt",
-         "rm -rf lsdir"),
+         "rm -rf lsdir pcreates"),
     ]
 
 
@@ -216,7 +240,7 @@ class Sbfs(Target):
 
     def setup(self):
         os.makedirs(self.path, exist_ok=True)
-        opts = [f"inject_latency_ms={self.latency}"]
+        opts = SBFS_OPTS + [f"inject_latency_ms={self.latency}"]
         if self.writeback:
             opts.append("writeback")
         r = subprocess.run(["timeout", "120", SBFS, "-o", ",".join(opts), self.path],
@@ -347,7 +371,7 @@ class Sshfs(Target):
 
 # ---------------------------------------------------------------- runs
 
-def run_target(t, p, timeout, results, calls):
+def run_target(t, p, timeout, results, calls, requests, journal):
     log(f"== {t.name}")
     why = t.setup()
     if why:
@@ -377,8 +401,14 @@ def run_target(t, p, timeout, results, calls):
                 results[(t.name, key)] = secs
             if t.sbfs:
                 calls[(t.name, key)] = calls_delta(before, after)
+                requests[(t.name, key)] = calls_delta(before, after, "requests")
+                jd = journal_delta(before, after)
+                if jd:
+                    journal[(t.name, key)] = jd
             log(f"  {label}: {fmt_s(results[(t.name, key)])} s"
-                + (f"  calls {fmt_calls(calls[(t.name, key)], 99)}" if t.sbfs else ""))
+                + (f"  calls {fmt_calls(calls[(t.name, key)], 99)}"
+                   f"  requests {fmt_calls(requests[(t.name, key)], 99)}" if t.sbfs else "")
+                + (f"  journal {journal[(t.name, key)]}" if (t.name, key) in journal else ""))
     finally:
         t.teardown()
     return None
@@ -494,7 +524,7 @@ def extras(base, p, timeout, out):
 
 # ---------------------------------------------------------------- report
 
-def report(p, configs, results, calls, notes, extra_lines, started):
+def report(p, configs, results, calls, requests, journal, notes, extra_lines, started):
     lat = p["latency"]
     wl = workloads(p)
     L = []
@@ -548,6 +578,29 @@ def report(p, configs, results, calls, notes, extra_lines, started):
         L.append("| " + label + " | " + " | ".join(
             fmt_calls(calls[(c, key)]) if (c, key) in calls else "—" for c in sb) + " |")
     L.append("")
+    L.append("sbfs daemon requests per workload (what the kernel could not answer from "
+             "its caches: total of `sbfs status --json` .requests deltas; the three "
+             "largest kinds):")
+    L.append("")
+    L.append("| workload | " + " | ".join(sb) + " |")
+    L.append("|---|" + "---|" * len(sb))
+    for key, label, _, _ in wl:
+        L.append("| " + label + " | " + " | ".join(
+            fmt_calls(requests[(c, key)]) if (c, key) in requests else "—" for c in sb) + " |")
+    L.append("")
+    wbc = [c for c in sb if any((c, key) in journal for key, _, _, _ in wl)]
+    if wbc:
+        L.append("Write-back journal per workload (folder fsyncs that made its entries "
+                 "durable before each close returned; fewer fsyncs than entries: closes "
+                 "that arrived together shared one):")
+        L.append("")
+        L.append("| workload | " + " | ".join(wbc) + " |")
+        L.append("|---|" + "---|" * len(wbc))
+        for key, label, _, _ in wl:
+            if any((c, key) in journal for c in wbc):
+                L.append("| " + label + " | " + " | ".join(
+                    journal.get((c, key), "—") for c in wbc) + " |")
+        L.append("")
     for line in extra_lines:
         L.append(f"- {line}")
     for line in notes:
@@ -579,14 +632,18 @@ def main():
     ap.add_argument("--only", help="comma-separated configurations, e.g. "
                     "'local disk,sbfs 0 ms,sshfs 50 ms'")
     ap.add_argument("--workloads", help="comma-separated workload keys to run "
-                    "(create,cp,git,gitst,grep,lscold,lswarm,ddw,ddr,saves,rm); "
+                    "(create,pcreate,cp,git,gitst,grep,lscold,lswarm,ddw,ddr,saves,rm); "
                     "later ones may need earlier ones (git needs cp)")
     ap.add_argument("--timeout", type=int, default=0,
                     help="per-workload timeout in seconds (default 600, quick 240)")
     ap.add_argument("--workdir", default=os.environ.get("TMPDIR", "/var/tmp"),
                     help="where the temp directory goes (default $TMPDIR or /var/tmp)")
     ap.add_argument("--ssh-port", type=int, default=22622)
+    ap.add_argument("--sbfs-opts", default="",
+                    help="extra -o options of every sbfs mount, e.g. backend=e2b "
+                    "(default: the local backend)")
     a = ap.parse_args()
+    SBFS_OPTS[:] = [o for o in a.sbfs_opts.split(",") if o]
 
     started = time.time()
     q = a.quick
@@ -596,7 +653,7 @@ def main():
          "rss_mib": 256 if q else 1024, "exec_n": 30 if q else 100,
          "workloads": [w.strip() for w in a.workloads.split(",")] if a.workloads else None}
     timeout = a.timeout or (240 if q else 600)
-    unknown = set(p["workloads"] or ()) - {"create", "cp", "git", "gitst", "grep", "lscold",
+    unknown = set(p["workloads"] or ()) - {"create", "pcreate", "cp", "git", "gitst", "grep", "lscold",
                                            "lswarm", "ddw", "ddr", "saves", "rm"}
     if unknown:
         sys.exit(f"bench: unknown workload(s): {', '.join(sorted(unknown))}")
@@ -658,7 +715,7 @@ def main():
             want = [s.strip() for s in a.only.split(",")]
             configs = [c for c in configs if c in want]
 
-        results, calls = {}, {}
+        results, calls, requests, journal = {}, {}, {}, {}
         relay_duration = 3600
         for i, c in enumerate(configs):
             if c == "local disk":
@@ -667,7 +724,7 @@ def main():
                 t = Sbfs(base, int(c.split()[-2]), " wb " in c, i)
             else:
                 t = Sshfs(base, sshd, int(c.split()[-2]), i, relay_duration)
-            why = run_target(t, p, timeout, results, calls)
+            why = run_target(t, p, timeout, results, calls, requests, journal)
             if why and c.startswith("sbfs wb"):
                 notes.append(f"{c}: {why}")
         extra_lines = []
@@ -679,7 +736,8 @@ def main():
                      "seen it; dd read: the file is written out of band the same way.")
         notes.append("sshfs 0 ms connects to sshd directly; at N ms through "
                      "tests/bench/delay_relay.py (N/2 ms each way). Default sshfs caching.")
-        text = report(p, configs, results, calls, notes, extra_lines, started)
+        text = report(p, configs, results, calls, requests, journal, notes, extra_lines,
+                      started)
         print()
         print(text)
         if a.out:

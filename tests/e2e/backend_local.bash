@@ -55,9 +55,12 @@ backend_sandbox_kill() {
 	local rec=$1 line
 	_local_refresh_procs "$rec"
 	[[ -s $rec/procs ]] || fail "the daemon has no sandbox processes to kill" || return 1
-	while IFS= read -r line; do
+	# Only the recorded processes still running with their recorded start
+	# time: a pid that exited may already belong to another test's daemon
+	# (the suite wraps the pid space), which a bare kill would take down.
+	procs_alive "$rec/procs" | while IFS= read -r line; do
 		kill -KILL "${line%%:*}" 2>/dev/null || true
-	done <"$rec/procs"
+	done
 }
 
 backend_sandbox_gone() { procs_gone "$1/procs"; }

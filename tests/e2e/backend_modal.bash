@@ -2,9 +2,13 @@
 # reports for modal is the sandbox's name (sbfs-<random>) in app "sbfs".
 # They talk to whatever MODAL_SERVER_URL names (the fake in CI) with the
 # MODAL_TOKEN_* in the environment, through tests/fakes/modal/fake_ctl.py
-# (python3-grpcio). tests/run starts the fake unless MODAL_SERVER_URL is set.
+# (python3-grpcio). tests/run starts the fake unless MODAL_SERVER_URL is set:
+# plaintext here, TLS with a CA of its own for the modal-tls entry
+# (backend_modal-tls.bash sets MODAL_FAKE_MODE=tls), that CA given to every
+# mount with -o ca_file= and to fake_ctl.py as FAKE_MODAL_CA.
 
 MODAL_CTL=${MODAL_CTL:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../fakes/modal" && pwd)/fake_ctl.py}
+MODAL_FAKE_MODE=${MODAL_FAKE_MODE:-plain}
 
 backend_sbfs_name() { echo modal; }
 
@@ -14,8 +18,9 @@ backend_up() {
 		export MODAL_SERVER_URL
 		return 0
 	fi
-	MODAL_SERVER_URL=$("$SBFS_REPO/tests/fakes/modal/run-fake.sh" "$state") || return 1
+	MODAL_SERVER_URL=$("$SBFS_REPO/tests/fakes/modal/run-fake.sh" "$state" "$MODAL_FAKE_MODE") || return 1
 	export MODAL_SERVER_URL MODAL_TOKEN_ID=ak-fake MODAL_TOKEN_SECRET=as-fake
+	[[ $MODAL_FAKE_MODE != tls ]] || export FAKE_MODAL_CA=$state/tls/ca.pem
 	export SBFS_FAKE_MODAL_STATE=$state
 	touch "$state/started-by-us"
 }
@@ -28,19 +33,20 @@ backend_down() {
 }
 
 backend_test_setup() { :; }
-backend_mount_opts() { :; }
+# over TLS the fake's CA is given as a user's own server's would be
+backend_mount_opts() { [[ -z ${FAKE_MODAL_CA:-} ]] || echo "ca_file=$FAKE_MODAL_CA"; }
 backend_sandbox_kill() { modal_sandbox_kill "$(cat "$1/sandbox")"; }
 backend_sandbox_gone() { modal_sandbox_gone "$(cat "$1/sandbox")"; }
 backend_sandbox_destroy() { modal_sandbox_cleanup "$(cat "$1/sandbox")"; }
 # the gone checks ask the API by name: they prove something as they are
 backend_sandbox_exists() { modal_sandbox_exists "$1"; }
-backend_sweep_opts() { echo "backend=modal"; }
+backend_sweep_opts() { echo "backend=modal${FAKE_MODAL_CA:+,ca_file=$FAKE_MODAL_CA}"; }
 backend_stat_has_nlink() { return 1; }
 backend_upload_keeps_inode() { return 0; }
 backend_has_sandbox() { :; }
 backend_workspaces_left() { :; }
 backend_workspaces_count() { :; }
-backend_sweep() { timeout 120 sbfs sweep -o backend=modal >/dev/null 2>&1 || true; }
+backend_sweep() { timeout 120 sbfs sweep -o "$(backend_sweep_opts)" >/dev/null 2>&1 || true; }
 # the fake's real token is what the daemon must keep to itself
 backend_vendor_secret() { echo "$MODAL_TOKEN_SECRET"; }
 # The fake Modal binds the host's /etc into its sandboxes itself (a real
@@ -75,3 +81,11 @@ modal_sandbox_gone() {
 modal_sandbox_cleanup() {
 	[[ -n $1 ]] && "$MODAL_CTL" terminate "$1" >/dev/null 2>&1 || true
 }
+# Forwarded signals are off on modal (backends/modal/modal.c says why):
+# the first one kills the command.
+backend_exec_signals() { return 1; }
+# sbexec -t runs on Modal's own pty (TaskExecStart pty_info).
+backend_exec_tty() { return 0; }
+# Modal has no call that resizes a running command's terminal: it keeps the
+# size it started with (backends/modal/modal_pty.c).
+backend_exec_tty_resize() { return 1; }

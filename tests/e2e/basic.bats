@@ -311,13 +311,29 @@ WS=/workspace
 	assert_eq "$(stat -c '%u:%g' "$MNT/ltheirs")" "$me" "owner of ltheirs (lstat)"
 }
 
-@test "the mount root carries the control-socket xattr" {
+@test "the mount's source names its control socket; xattrs cost one request in all" {
 	require_cmd getfattr
-	run getfattr --absolute-names --only-values -n user.sbfs.control "$MNT"
+	local sock
+	sock=$(control_socket "$MNT") || fail "the source does not name a socket: $(mount_source "$MNT")"
+	[ -S "$sock" ] || fail "not a socket: $sock"
+	assert_eq "$(stat -c %a "$sock")" 600 "socket mode"
+
+	run getfattr --absolute-names -n user.sbfs.control "$MNT"
+	assert_output_has "Operation not supported"
+	echo x >"$MNT/f"
+	run setfattr -n user.a -v 1 "$MNT/f"
+	assert_output_has "Operation not supported"
+	for i in $(seq 60); do : >"$MNT/f$i"; done
+	ls -l "$MNT" >/dev/null
+	ls -l "$MNT" >/dev/null
+	getfattr -d "$MNT/f" >/dev/null 2>&1 || true
+	# the first answer (ENOSYS) is the kernel's to remember for the mount
+	run status_json
 	assert_status 0
-	[ -n "$output" ]
-	[ -S "$output" ] || fail "xattr value is not a socket: $output"
-	assert_eq "$(stat -c %a "$output")" 600 "socket mode"
+	[ "$(jq '.requests.getxattr // 0' <<<"$output")" -le 1 ] ||
+		fail "getxattr requests: $(jq -c .requests <<<"$output")"
+	[ "$(jq '.requests.listxattr // 0' <<<"$output")" -le 1 ] ||
+		fail "listxattr requests: $(jq -c .requests <<<"$output")"
 }
 
 @test "sbfs sync and status: no pending uploads after sync" {

@@ -26,6 +26,31 @@ guest_size() {
 	assert_eq "$(tail -c 3 y)" abc "written bytes"
 }
 
+# Found by fsdiff (seed 4): the spool kept from the old file gave its mode
+# to the new one once the mount wrote it.
+@test "a file sbexec moved over a name the mount had written keeps its own mode when the mount writes it" {
+	cd "$MNT"
+	mkdir x y
+	python3 -c '
+import os
+for name, mode, data in (("x/b", 0o700, b"a" * 100), ("y/x", 0o711, b"b" * 50)):
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
+    os.write(fd, data)
+    os.close(fd)'
+	sb mv -f y/x x/b
+	assert_eq "$(stat -c %a x/b)" 711 "mode on the mount after the sandbox's mv"
+	run python3 -c '
+import os
+fd = os.open("x/b", os.O_RDWR | os.O_CREAT, 0o700)
+os.pwrite(fd, b"c" * 10, 331)
+print(oct(os.fstat(fd).st_mode & 0o7777))
+os.close(fd)'
+	assert_eq "$output" 0o711 "fstat of the open file after the write"
+	assert_eq "$(stat -c %a x/b)" 711 "mode on the mount after the write"
+	assert_eq "$(sb stat -c %a x/b)" 711 "mode in the sandbox after the write"
+	assert_eq "$(head -c 50 x/b)" "$(printf 'b%.0s' $(seq 50))"
+}
+
 # subdir_link_counts DIR: mkdir, rmdir and rename of subdirectories in DIR,
 # checking the link counts of d and e after each.
 subdir_link_counts() {

@@ -27,28 +27,17 @@ load helpers
 #                      fixed for mtime where the backend sets it in the
 #                      same call (local); the ctime the sandbox stamps at
 #                      the upload cannot be set
-#   link               link() works (item 8), but with a symlink in play
-#                      (a link of a symlink, a link through a symlinked
-#                      directory) another name's cached link count is
-#                      wrong: seed 1, step ~1730 (default), ~1055
-#                      (write-back)
-#   sbexec-rmdir sbexec-mv
-#                      after the sandbox's mv of a directory, lstat of its
-#                      old name shows a directory with nlink 0, want ENOENT
-#                      (write-back, seed 2, ~380 calls): the kernel keeps
-#                      the dentry and getattr answers from the detached node
-#   writeback:rename   a rename over a non-empty directory failed with
-#                      EACCES (want ENOTEMPTY) after a queued upload had
-#                      failed with "Permission denied" (seed 1, ~1730 calls)
-#   writeback:fstat    fstat of an open fd failed with ENOENT after its
-#                      name changed (seed 1, ~540 calls); not reproduced
-#                      since, not yet shown fixed
-#   docker:dirnlink    the engine's archive stat has no link count, so a
-#                      directory shows nlink 2 (README: Known limits)
+#   link               link() works (item 8), and a write, rename or
+#                      unlink through one name shows through the others
+#                      (fsdiff seeds 4, 7, 9, 10, fixed); but each name
+#                      keeps its own spool, so what one name's open
+#                      descriptor wrote shows through another name only
+#                      once it is uploaded (close, fsync), where a local
+#                      file system shows it at once (seeds 4, 8, 10)
 #   docker:sbexec-rm   the image's busybox `rm -f x/b` where x is a file
 #                      succeeds where the host's GNU rm fails (ENOTDIR): a
 #                      difference of tools, not of the mount
-DIFF_KNOWN_BROKEN=${DIFF_KNOWN_BROKEN-"dirmtime dirctime mtime ctime link sbexec-rmdir sbexec-mv writeback:rename writeback:fstat docker:dirnlink docker:sbexec-rm"}
+DIFF_KNOWN_BROKEN=${DIFF_KNOWN_BROKEN-"dirmtime dirctime mtime ctime link docker:sbexec-rm"}
 
 DIFF_SEEDS="1 2 3"
 DIFF_OPS=3000

@@ -18,6 +18,7 @@ setup() {
 
 teardown() {
 	sbfs_teardown
+	[[ -z ${PROXY:-} ]] || kill "$PROXY" 2>/dev/null || true
 	local id
 	for id in ${ORPHANS:-}; do docker_sandbox_cleanup "$id"; done
 }
@@ -115,12 +116,35 @@ eio_on_new_dir() {
 
 @test "a timed-out command dies in the container; the container survives" {
 	mount_sbfs
-	run timeout 60 sbexec -m "$MNT" -t 1 sh -c 'sleep 281.5 & sleep 282.5; echo not-killed'
+	run timeout 60 sbexec -m "$MNT" --timeout 1 sh -c 'sleep 281.5 & sleep 282.5; echo not-killed'
 	assert_status 124
 	poll 10 bash -c "! docker top $SBFS_SANDBOX | grep -q 'sleep 28[12][.]5'" ||
 		fail "the command (or its child) survived its timeout"
 	run sbexec -m "$MNT" echo still-here
 	assert_eq "$output" still-here
+}
+
+@test "an engine too slow to confirm an upload fails that upload, never the sandbox; sync lands it" {
+	[[ ${DOCKER_HOST:-} == unix://* ]] || skip "needs the engine on a unix socket (DOCKER_HOST=${DOCKER_HOST:-})"
+	python3 "$SBFS_REPO/tests/tools/delay_proxy.py" "$T/slow.sock" "${DOCKER_HOST#unix://}" "$T/hold" &
+	PROXY=$!
+	poll 10 test -S "$T/slow.sock" || fail "the delaying proxy did not start"
+	DOCKER_HOST=unix://$T/slow.sock mount_sbfs -o call_timeout=4
+	echo first >"$MNT/a" || fail "an upload with the engine answering at once failed"
+	# the inspect after the archive upload, held past the call's deadline
+	echo 'GET \S*/containers/\S+/json 8' >"$T/hold"
+	echo second >"$T/b"
+	run cp "$T/b" "$MNT/b" # cp, unlike a shell's redirection, reports close()
+	rm "$T/hold"
+	[[ $status -ne 0 && $output == *"timed out"* ]] || fail "the write through a held check did not fail: $status $output"
+	grep -q /containers/ "$T/hold.held" || fail "no inspect was held"
+	run sbfs status --json "$MNT"
+	assert_eq "$(jq -r .state <<<"$output")" running "state after a slow check"
+	assert_eq "$(jq -r '.pending_uploads[0].path' <<<"$output")" /b "pending upload"
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(sbexec -m "$MNT" cat $WS/a $WS/b)" $'first\nsecond'
+	kill "$PROXY"
 }
 
 @test "counters: one archive upload per file written, one command per directory listed" {
@@ -166,4 +190,32 @@ eio_on_new_dir() {
 	name=$(printf 'n%.0s' $(seq 1 200))
 	echo long >"$MNT/$name"
 	assert_eq "$(sbexec -m "$MNT" cat "$WS/$name")" long
+}
+
+@test "no DOCKER_HOST: the docker CLI's context, else a rootless engine's socket; an unknown context is one line" {
+	[[ $DOCKER_HOST == unix://* ]] || skip "the test engine is not on a unix socket"
+	# a context as `docker context create sbfs-test --docker host=...`
+	# writes it: meta/<digest>/meta.json, named by its Name field
+	mkdir -p "$T/dcfg/contexts/meta/5f1d3a"
+	printf '{"Name":"sbfs-test","Metadata":{},"Endpoints":{"docker":{"Host":"%s","SkipTLSVerify":false}}}' \
+		"$DOCKER_HOST" >"$T/dcfg/contexts/meta/5f1d3a/meta.json"
+	echo '{"currentContext":"sbfs-test"}' >"$T/dcfg/config.json"
+	DOCKER_HOST='' DOCKER_CONFIG=$T/dcfg mount_sbfs -n ctx
+	grep -qF "(docker at $DOCKER_HOST (docker context sbfs-test)) mounted" "$T/ctx.log" ||
+		fail "not the context's engine: $(cat "$T/ctx.log")"
+	assert_eq "$(sbexec -m "$T/ctx" echo via-context)" via-context
+	# DOCKER_CONTEXT names one that is not there
+	mkdir -p "$T/nope"
+	DOCKER_HOST='' DOCKER_CONFIG=$T/dcfg DOCKER_CONTEXT=nope run sbfs -o "backend=docker,$(backend_mount_opts)" "$T/nope"
+	assert_status 1
+	assert_output_has "docker context 'nope' (from DOCKER_CONTEXT) is not in $T/dcfg/contexts; see \`docker context ls\`, or set DOCKER_HOST"
+	not_mounted "$T/nope"
+	# no context: a rootless engine's socket in XDG_RUNTIME_DIR comes first
+	mkdir -p "$T/xdg" "$T/empty"
+	ln -s "${DOCKER_HOST#unix://}" "$T/xdg/docker.sock"
+	DOCKER_HOST='' DOCKER_CONFIG=$T/empty XDG_RUNTIME_DIR=$T/xdg mount_sbfs -n rootless
+	assert_eq "$(sbfs status --json "$T/rootless" | jq -r .endpoint)" "unix://$T/xdg/docker.sock"
+	grep -qF "(docker at unix://$T/xdg/docker.sock) mounted" "$T/rootless.log" ||
+		fail "not the rootless socket: $(cat "$T/rootless.log")"
+	assert_eq "$(sbexec -m "$T/rootless" echo via-xdg)" via-xdg
 }

@@ -37,6 +37,18 @@ if [[ ! -f $BATS_TEST_DIRNAME/backend_$SBFS_TEST_HOOKS.bash ]]; then
 	echo "helpers.bash: no hooks file tests/e2e/backend_$SBFS_TEST_HOOKS.bash for backend $SBFS_TEST_HOOKS" >&2
 	return 1
 fi
+# Hooks a backend file may leave out, with their usual answer:
+# backend_bulk_files_fast: its sandbox makes tens of thousands of files
+# in one command within seconds, also on a loaded machine.
+backend_bulk_files_fast() { return 0; }
+# backend_exec_signals: sbexec's Ctrl-C, SIGTERM and SIGHUP reach the
+# command's processes (a trap runs); otherwise the first one kills it.
+backend_exec_signals() { return 0; }
+# backend_exec_tty: sbexec -t gives the command a terminal in the sandbox.
+backend_exec_tty() { return 0; }
+# backend_exec_tty_resize: the size changes of sbexec -t's terminal reach
+# the command's; otherwise its terminal keeps the size it started with.
+backend_exec_tty_resize() { return 0; }
 # shellcheck source=backend_local.bash
 source "$BATS_TEST_DIRNAME/backend_$SBFS_TEST_HOOKS.bash"
 
@@ -267,13 +279,17 @@ sbfs_setup() {
 	[[ $T =~ ^[A-Za-z0-9/._-]+$ ]] || fail "temp dir path must be plain: $T" || return 1
 	mkdir -p "$T/.mounts"
 	export T
+	# no config file of the machine's user changes what a test mounts
+	export SBFS_CONFIG=${SBFS_CONFIG:-/dev/null}
 	backend_test_setup
 	SBFS_MOUNT_SEQ=0
 }
 
 # sbfs_opts NAME [EXTRA]: the -o string for a mount called NAME.
+# SBFS_TEST_NO_LOG=1: without log=, so a daemon logs to syslog.
 sbfs_opts() {
-	local o="backend=$SBFS_TEST_BACKEND,log=$T/$1.log" b
+	local o="backend=$SBFS_TEST_BACKEND" b
+	[[ -n ${SBFS_TEST_NO_LOG:-} ]] || o+=",log=$T/$1.log"
 	b=$(backend_mount_opts)
 	[[ -n $b ]] && o+=",$b"
 	[[ -n $SBFS_TEST_OPTS ]] && o+=",$SBFS_TEST_OPTS"
@@ -281,21 +297,23 @@ sbfs_opts() {
 	echo "$o"
 }
 
-# mount_sbfs [-n NAME] [-o EXTRA_OPTS] [-f|-d]: mounts $T/NAME (default "mnt")
+# mount_sbfs [-n NAME] [-o EXTRA_OPTS] [-f|-d|-H]: mounts $T/NAME (default "mnt")
 # and sets MNT to it. Records the daemon pid, the sandbox id and the
 # daemon's descendant processes (the sandbox, for local) for teardown.
 # With -f (or -d), runs `sbfs -f` (`sbfs -d`) in the background and polls for the mount;
 # SBFS_FG_PID is then the foreground daemon's pid (wait for its status).
+# With -H, mounts through mount.fuse3, the helper of mount(8) and fstab.
 # SBFS_MOUNT_OUT holds what the mount command printed.
 mount_sbfs() {
-	local name=mnt extra="" fg=0 fgflag=-f opt
+	local name=mnt extra="" fg=0 fgflag=-f opt helper=0
 	OPTIND=1
-	while getopts n:o:fd opt; do
+	while getopts n:o:fdH opt; do
 		case $opt in
 		n) name=$OPTARG ;;
 		o) extra=$OPTARG ;;
 		f) fg=1 ;;
 		d) fg=1 fgflag=-d ;;
+		H) helper=1 ;;
 		*) return 2 ;;
 		esac
 	done
@@ -321,6 +339,18 @@ mount_sbfs() {
 		# served; wait until the root answers.
 		poll 30 stat "$mnt" >/dev/null 2>&1 || true
 		SBFS_MOUNT_OUT=$(cat "$T/$name.fg.out")
+	elif ((helper)); then
+		# as mount -t fuse.sbfs and fstab run it: mount.fuse3 calls
+		# `sbfs SOURCE MOUNTPOINT -o OPTIONS,dev,suid`
+		local rc=0
+		SBFS_MOUNT_OUT=$(timeout 60 env --default-signal=INT,TERM mount.fuse3 "$(backend_sbfs_name)" "$mnt" \
+			-t fuse.sbfs -o "$(sbfs_opts "$name" "$extra")" 2>&1) || rc=$?
+		if ((rc != 0)); then
+			printf '%s\n' "$SBFS_MOUNT_OUT" >&2
+			fail "mount.fuse3 $mnt failed with status $rc"
+			return 1
+		fi
+		is_mounted "$mnt" || fail "mount.fuse3 returned 0 but $mnt is not mounted" || return 1
 	else
 		local rc=0
 		SBFS_MOUNT_OUT=$(timeout 60 env --default-signal=INT,TERM sbfs -o "$(sbfs_opts "$name" "$extra")" "$mnt" 2>&1) || rc=$?
@@ -399,13 +429,31 @@ nothing_left_behind() {
 	workspaces_left_check
 }
 
+# fusermount_u MNT: `fusermount3 -u`, tried up to 5 times a second apart
+# while the kernel says the mount is busy. With 16 test jobs creating
+# containers and namespaces beside it, an unmount met EBUSY about once a
+# suite with no process of the test's holding the mount; each retry is
+# tallied, and a mount still busy names what holds it.
+fusermount_u() {
+	local mnt=$1 i out
+	for i in 1 2 3 4 5; do
+		out=$(timeout 30 fusermount3 -u "$mnt" 2>&1) && return 0
+		[[ $out == *"Device or resource busy"* ]] || break
+		echo "fusermount3 -u $mnt: busy (try $i); held by: $(mount_users "$mnt")" >&2
+		tally "unmounts retried after EBUSY" 1
+		nap 1
+	done
+	printf '%s\n' "$out" >&2
+	fail "fusermount3 -u $mnt failed; what held it then: $(mount_users "$mnt")"
+}
+
 # unmount_sbfs [MNT]: `fusermount3 -u` and wait for the daemon to go.
 unmount_sbfs() {
 	local mnt=${1:-$MNT} rec pid
 	rec=$(grep -lxF -- "$mnt" "$T"/.mounts/*/mnt | tail -n1)
 	rec=${rec%/mnt}
 	pid=$(cat "$rec/pid")
-	timeout 30 fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt failed" || return 1
+	fusermount_u "$mnt" || return 1
 	poll 90 not_pid_alive "$pid" || fail "daemon $pid did not exit within 90 s of its unmount" || return 1
 }
 
@@ -569,6 +617,23 @@ expect_po() {
 	got=$(po "$@") || fail "posixop $* exited $?" || return 1
 	assert_eq "$got" "$want" "posixop $*" || return 1
 	tally "POSIX syscall results checked (errno exact)" "$(wc -l <<<"$want")"
+}
+
+# mount_source MNT: the source field of MNT's line in /proc/self/mountinfo,
+# its octal escapes decoded (an sbfs mount's names its control socket).
+mount_source() {
+	local src
+	src=$(awk -v m="$1" '$5 == m { for (i = 7; i <= NF; i++) if ($i == "-") { print $(i + 2); exit } }' \
+		/proc/self/mountinfo)
+	printf '%b' "$src"
+}
+
+# control_socket MNT: the control socket MNT's source names ("sbfs:PATH").
+control_socket() {
+	local src
+	src=$(mount_source "$1")
+	[[ $src == sbfs:/* ]] || return 1
+	printf '%s' "${src#sbfs:}"
 }
 
 # sb: sbexec on the current mount, wherever the shell is.

@@ -54,7 +54,7 @@ mount_fg() {
 
 # unmount_fg: unmount; DAEMON_RC is the daemon's exit status.
 unmount_fg() {
-	timeout 60 fusermount3 -u "$MNT" || fail "fusermount3 -u $MNT failed" || return 1
+	fusermount_u "$MNT" || return 1
 	poll 60 not_pid_alive "$SBFS_FG_PID" || fail "daemon still running after unmount" || return 1
 	DAEMON_RC=0
 	wait "$SBFS_FG_PID" || DAEMON_RC=$?
@@ -175,6 +175,20 @@ PY
 	unmount_fg
 	assert_eq "$DAEMON_RC" 1 "daemon exit status"
 	assert_saved f "$T/src"
+}
+
+@test "sbfs umount waits for the save, names what was saved where, and exits 1" {
+	mount_fg "inject_faults=terminal:write:1"
+	printf 'one\n' >"$T/one"
+	write_all_then_close "$MNT/kept" "$T/one"
+	run timeout 120 sbfs umount "$MNT"
+	assert_status 1
+	[[ $output == *"saved in $(unsaved_dir): /kept"* ]] || fail "sbfs umount does not say what was saved where: $output"
+	not_pid_alive "$SBFS_FG_PID" || fail "the daemon still runs after sbfs umount returned"
+	DAEMON_RC=0
+	wait "$SBFS_FG_PID" || DAEMON_RC=$?
+	assert_eq "$DAEMON_RC" 1 "daemon exit status"
+	assert_saved kept "$T/one"
 }
 
 @test "unmount save mirrors the tree: a/b and a%b both saved at their own paths" {

@@ -2,7 +2,8 @@
 # The modal backend against the fake Modal (tests/fakes/modal), one fake per
 # test so each can inject its own faults: every fault ends in a clear
 # one-line error or is retried as the SDKs do, and never hangs.
-# Runs only with SBFS_TEST_BACKEND=modal; needs python3-grpcio and bwrap.
+# Runs only with SBFS_TEST_BACKEND=modal (once: on the plain entry; the TLS
+# test here starts its own TLS fake); needs python3-grpcio, bwrap, openssl.
 
 load helpers
 
@@ -10,9 +11,10 @@ FAKE_DIR=$SBFS_REPO/tests/fakes/modal
 
 setup() {
 	require_backend modal
+	[[ ${MODAL_FAKE_MODE:-plain} == plain ]] || skip "modal.bats runs on the plain modal entry (its TLS test starts its own fake)"
 	sbfs_setup
 	export MODAL_TOKEN_ID=ak-fake MODAL_TOKEN_SECRET=as-fake MODAL_ENVIRONMENT=
-	unset MODAL_PROFILE MODAL_IMAGE_BUILDER_VERSION
+	unset MODAL_PROFILE MODAL_IMAGE_BUILDER_VERSION FAKE_MODAL_CA SSL_CERT_FILE SSL_CERT_DIR
 	export MODAL_CONFIG_PATH=$T/no-modal.toml
 }
 
@@ -26,12 +28,13 @@ teardown() {
 	return $rc
 }
 
-# start_fake [FAULTS_JSON]: a fresh fake Modal for this test. Its state is
-# outside $T, which sbfs_teardown deletes while the fake must still answer.
+# start_fake [FAULTS_JSON [tls]]: a fresh fake Modal for this test. Its
+# state is outside $T, which sbfs_teardown deletes while the fake must still
+# answer.
 start_fake() {
 	FAKE=$(mktemp -d "${BATS_TMPDIR:-/tmp}/sbfs-fake-modal.XXXXXX")
 	[[ -n ${1:-} ]] && printf '%s' "$1" >"$FAKE/faults.json"
-	MODAL_SERVER_URL=$("$FAKE_DIR/run-fake.sh" "$FAKE") || fail "fake Modal did not start" || return 1
+	MODAL_SERVER_URL=$("$FAKE_DIR/run-fake.sh" "$FAKE" "${2:-plain}") || fail "fake Modal did not start" || return 1
 	export MODAL_SERVER_URL FAKE
 }
 
@@ -46,6 +49,40 @@ definition() {
 	f=$(grep -l "\"name\": \"$SBFS_SANDBOX\"" "$FAKE"/sandboxes/*/definition.json | head -n1)
 	[[ -n $f ]] || fail "no sandbox record for $SBFS_SANDBOX" || return 1
 	cat "$f"
+}
+
+# execs: the fake's record of the current mount's TaskExecStarts, a JSON
+# object a line
+execs() {
+	local f
+	f=$(grep -l "\"name\": \"$SBFS_SANDBOX\"" "$FAKE"/sandboxes/*/definition.json | head -n1)
+	[[ -n $f ]] || fail "no sandbox record for $SBFS_SANDBOX" || return 1
+	cat "${f%/definition.json}/execs.jsonl"
+}
+
+# on_terminal ROWS COLS CMD...: runs CMD on a terminal of that size (for
+# at most 60 s); prints what it showed
+on_terminal() {
+	python3 - "$@" <<'PY'
+import fcntl, os, pty, signal, struct, sys, termios
+rows, cols, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+signal.alarm(60)
+pid, fd = pty.fork()
+if pid == 0:
+    fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    os.execvp(argv[0], argv)
+out = b""
+while True:
+    try:
+        d = os.read(fd, 4096)
+    except OSError:
+        break
+    if not d:
+        break
+    out += d
+os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace").replace("\r", ""))
+PY
 }
 
 # try_mount [EXTRA_OPTS]: run a mount expected to fail; output in $output
@@ -72,6 +109,41 @@ try_mount() {
 	modal_sandbox_exists "$id" || fail "sandbox $id is not running"
 	unmount_sbfs
 	poll 10 modal_sandbox_gone "$id" || fail "sandbox $id still runs after unmount"
+}
+
+@test "modal: over TLS with the server's CA as ca_file=, SSL_CERT_FILE or SSL_CERT_DIR; never without" {
+	start_fake "" tls
+	local ca=$FAKE/tls/ca.pem
+	[[ $MODAL_SERVER_URL == https://localhost:* && -s $ca ]] || fail "TLS fake gave '$MODAL_SERVER_URL' and no CA"
+	try_mount
+	[[ $status -ne 0 ]] || fail "a mount trusted an unknown CA"
+	assert_output_has "certificate is not trusted"
+	assert_output_has "-o ca_file=, SSL_CERT_FILE or SSL_CERT_DIR"
+	[[ $(grep -c . <<<"$output") == 1 ]] || fail "more than one line: $output"
+	mount_sbfs -o "ca_file=$ca"
+	echo tls >"$MNT/t"
+	assert_eq "$(sb cat t)" tls # the router, over TLS too
+	unmount_sbfs
+	SSL_CERT_FILE=$ca mount_sbfs -n file
+	assert_eq "$(sb ls)" ""
+	unmount_sbfs
+	# a directory is looked up by subject hash: without the hash links the
+	# same CA is not found, with them it is
+	mkdir "$T/certs"
+	cp "$ca" "$T/certs/fake-modal-ca.pem"
+	SSL_CERT_DIR=$T/certs try_mount
+	[[ $status -ne 0 ]] || fail "an unhashed SSL_CERT_DIR was trusted"
+	assert_output_has "certificate is not trusted"
+	openssl rehash "$T/certs" || c_rehash "$T/certs" >/dev/null
+	SSL_CERT_DIR=$T/certs mount_sbfs -n dir
+	echo dir >"$MNT/d"
+	assert_eq "$(sb cat d)" dir
+	unmount_sbfs
+	try_mount "ca_file=$T/nope.pem"
+	assert_output_has "-o ca_file= names '$T/nope.pem', which cannot be read"
+	SSL_CERT_DIR=$T/nocerts try_mount "ca_file=$ca"
+	assert_output_has "SSL_CERT_DIR names '$T/nocerts', which is not a readable directory"
+	[[ $(grep -c . <<<"$output") == 1 ]] || fail "more than one line: $output"
 }
 
 @test "modal: no credentials is one line naming both fixes" {
@@ -185,7 +257,7 @@ try_mount() {
 @test "modal: a command timeout gives 124 and keeps the sandbox" {
 	start_fake
 	mount_sbfs
-	run sb -t 1 sleep 30
+	run sb --timeout 1 sleep 30
 	assert_status 124
 	run sb echo still-here
 	assert_eq "$output" still-here
@@ -194,7 +266,7 @@ try_mount() {
 @test "modal: a guest SIGKILL is a signal, not a timeout" {
 	start_fake
 	mount_sbfs
-	run sb -t 30 sh -c 'kill -9 $$'
+	run sb --timeout 30 sh -c 'kill -9 $$'
 	assert_status 137
 	run sb echo alive
 	assert_eq "$output" alive
@@ -256,4 +328,23 @@ try_mount() {
 	poll 10 modal_sandbox_gone "$dead" || fail "orphan $dead still runs"
 	modal_sandbox_exists "$live" || fail "sweep terminated the live mount's sandbox"
 	fusermount3 -u -z "$T/dead" 2>/dev/null || true
+}
+
+@test "modal: sbexec -t asks for Modal's pty with the terminal's size and name (TaskExecStart pty_info)" {
+	start_fake
+	mount_sbfs
+	cd "$MNT"
+	run on_terminal 33 111 sbexec -t sh -c 'stty size; echo "term=$TERM"'
+	assert_output_has "33 111"
+	assert_output_has "term=xterm-256color"
+	run on_terminal 20 70 sbexec -t -e TERM=vt100 sh -c 'echo "term=$TERM"'
+	assert_output_has "term=vt100"
+	run sb echo no-terminal
+	assert_eq "$output" no-terminal
+	run execs
+	assert_status 0
+	local want='{"enabled":true,"winsz_rows":33,"winsz_cols":111,"env_term":"xterm-256color","env_colorterm":"","env_term_program":"","pty_type":2,"no_terminate_on_idle_stdin":true}'
+	assert_eq "$(jq -c 'select(.argv[2] // "" | contains("stty")) | [.stdout_config, .stderr_config, .pty_info]' <<<"$output")" "[1,1,$want]"
+	assert_eq "$(jq -c 'select(.argv[2] // "" | contains("term=")) | .pty_info | [.winsz_rows, .winsz_cols, .env_term]' <<<"$output" | tail -n1)" '[20,70,"vt100"]'
+	assert_eq "$(jq -c 'select(.argv == ["echo", "no-terminal"]) | .pty_info' <<<"$output")" null
 }

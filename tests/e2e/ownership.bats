@@ -159,6 +159,47 @@ two"
 	assert_eq "$(links_in_sandbox b)" 2 "the write kept the link"
 }
 
+# Found by fsdiff (seeds 4, 7, 9, 10): what one name of a hard-linked
+# file showed after a write, a rename or an unlink through another.
+@test "link: a write through one name shows through the other at once, size, content and count" {
+	backend_upload_keeps_inode || skip "this backend's native upload replaces the file, which splits a hard link (README: Known limits)"
+	mount_sbfs
+	cd "$MNT"
+	echo one >a
+	cat a >/dev/null # a's spool is kept as a read cache
+	expect_po "link OK" link a b
+	stat a b >/dev/null # both names' attributes are cached
+	echo two >b # the same size as before
+	assert_eq "$(cat a)" two "a after a write of the same size through b"
+	echo longer >b
+	assert_eq "$(stat -c %s a)" 7 "a's size after a write through b"
+	assert_eq "$(cat a)" longer
+	backend_stat_has_nlink || return 0
+	# an open, written name keeps counting the links of the others
+	expect_po "open OK
+write OK 3
+fnlink OK 2
+unlink OK
+fnlink OK 1
+close OK" open 0 a w,trunc 0 write 0 new fnlink 0 unlink b fnlink 0 close 0
+	assert_eq "$(links_on_mount a)" 1 "a after unlinking b"
+}
+
+@test "link: rename of a name over another link of the same file does nothing" {
+	# which names are one file, only a stat with inodes and link counts tells
+	backend_stat_has_nlink || skip "this backend's native stat and listing carry no link count nor inode (README: Known limits)"
+	mount_sbfs
+	cd "$MNT"
+	echo one >a
+	expect_po "link OK
+rename OK" link a b rename a b -
+	assert_eq "$(cat a)" one "a after rename(a, b)"
+	assert_eq "$(cat b)" one "b after rename(a, b)"
+	assert_eq "$(sb cat "$WS/a")" one "a in the sandbox"
+	assert_eq "$(links_on_mount a)" 2
+	assert_eq "$(links_on_mount b)" 2
+}
+
 @test "link: a file not uploaded yet is linked with its data" {
 	mount_sbfs
 	cd "$MNT"

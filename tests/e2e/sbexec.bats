@@ -62,6 +62,149 @@ WS=/workspace
 	assert_eq "$output" ""
 }
 
+# in_pty SECONDS INPUT CMD...: runs CMD with a terminal on its stdin,
+# types INPUT once it runs; prints what the terminal showed, then "exit N"
+# (or "still running" after SECONDS).
+in_pty() {
+	local steps
+	steps=$(jq -cn --arg t "$2" 'if $t == "" then [] else [["type", $t]] end')
+	pty_steps "$1" "$steps" "${@:3}"
+}
+
+# pty_steps SECONDS STEPS CMD...: runs CMD on a terminal of 30 rows and 100
+# columns and plays STEPS, a JSON list: ["type", TEXT] types, ["expect",
+# TEXT] waits until the terminal showed TEXT since the last expect (fails
+# after SECONDS in all), ["size", ROWS, COLS] resizes the terminal (the
+# kernel sends SIGWINCH). Prints what the terminal showed, then "exit N".
+pty_steps() {
+	python3 - "$@" <<'PY'
+import fcntl, json, os, pty, select, struct, sys, termios, time
+limit, steps, argv = float(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3:]
+pid, fd = pty.fork()
+if pid == 0:
+    # the size is there before sbexec reads it: set by the parent, it
+    # could come after (sbexec would start the command at 0x0)
+    fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    os.execvp(argv[0], argv)
+def size(rows, cols):
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+size(30, 100)
+out, seen, start = b"", 0, time.time()
+def pump(wait):
+    global out
+    if select.select([fd], [], [], wait)[0]:
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            return False
+        if not d:
+            return False
+        out += d
+    return True
+for step in steps:
+    if step[0] == "type":
+        time.sleep(0.2)
+        os.write(fd, step[1].encode())
+    elif step[0] == "size":
+        size(step[1], step[2])
+    elif step[0] == "expect":
+        want = step[1].encode()
+        while want not in out[seen:] and time.time() - start < limit:
+            if not pump(0.1):
+                break
+        if want not in out[seen:]:
+            sys.stdout.write(out.decode(errors="replace").replace("\r", ""))
+            print("never showed %r" % step[1])
+            os.kill(pid, 9)
+            sys.exit(0)
+        seen = out.index(want, seen) + len(want)
+while time.time() - start < limit and pump(0.1):
+    pass
+done, st = os.waitpid(pid, os.WNOHANG)
+while not done and time.time() - start < limit:
+    time.sleep(0.05)
+    done, st = os.waitpid(pid, os.WNOHANG)
+if not done:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace").replace("\r", ""))
+print("exit %d" % os.waitstatus_to_exitcode(st) if done else "still running")
+PY
+}
+
+@test "-it sh: a terminal in the sandbox, its size and changes, Ctrl-C at its foreground command, the exit status" {
+	backend_exec_tty || skip "no terminal on this backend (the refusal is tested below)"
+	# where a running command's terminal cannot be resized, it keeps the
+	# size it started with
+	local resized='40 120'
+	backend_exec_tty_resize || resized='30 100'
+	run pty_steps 60 '[
+		["expect", "$ "],
+		["type", "test -t 0 && test -t 1 && test -t 2 && echo all-a-tty; stty size\n"],
+		["expect", "all-a-tty"], ["expect", "30 100"],
+		["size", 40, 120], ["type", "stty size\n"], ["expect", "'"$resized"'"],
+		["type", "sleep 50\n"], ["type", "\u0003"], ["expect", "$ "],
+		["type", "echo after-sleep-$?\n"], ["expect", "after-sleep-130"],
+		["type", "echo on-the-terminal >&2; exit 7\n"]
+	]' sbexec -m "$MNT" -e 'PS1=$ ' -it sh -i
+	[[ $output == *"on-the-terminal"*"exit 7" ]] || fail "$output"
+	[[ $output != *"process group"* ]] || fail "the shell could not take its terminal: $output"
+}
+
+@test "-t: the timeout kills everything the command started on its terminal" {
+	backend_exec_tty || skip "no terminal on this backend (the refusal is tested below)"
+	cd "$MNT"
+	local nap=59.${RANDOM}7
+	# deaf to the hangup its terminal's end sends
+	run sbexec -t --timeout 3 sh -c 'trap "" HUP; (sleep "$1"; echo late) & sleep "$1" & wait' sh "$nap"
+	assert_status 124
+	poll 10 bash -c '! pgrep -f "sleep ${1/./[.]}" >/dev/null' sh "$nap" ||
+		fail "processes the command started outlived its timeout"
+}
+
+@test "-t from a pipe: output and errors come as one stream, stdin is forwarded" {
+	backend_exec_tty || skip "no terminal on this backend (the refusal is tested below)"
+	cd "$MNT"
+	run sh -c 'echo piped | sbexec -t sh -c "read x; echo out-\$x; echo err >&2; test -t 1 && echo stdout-is-a-tty" 2>"$1"' sh "$T/err"
+	assert_status 0
+	assert_output_has "out-piped"
+	assert_output_has "err"
+	assert_output_has "stdout-is-a-tty"
+	[[ ! -s $T/err ]] || fail "stderr was not empty: $(cat "$T/err")"
+	# the end of the pipe is the terminal's end of input
+	run timeout 60 sh -c "printf 'line\n' | sbexec -t cat"
+	assert_status 0
+	assert_output_has line
+}
+
+@test "-t where the backend has no terminal: one line, 125; -t NUMBER names --timeout" {
+	cd "$MNT"
+	if ! backend_exec_tty; then
+		run -125 sbexec -t true
+		assert_output_has "backend cannot give a command a terminal; run sbexec without -t"
+	fi
+	run -125 sbexec -t 30 sleep 1
+	assert_output_has "for a timeout of 30 s use --timeout 30 (-T)"
+	run sbexec --timeout 0.5 sleep 5
+	assert_status 124
+	run sbexec -T 0.5 sleep 5
+	assert_status 124
+}
+
+# Found as a new user would: `sbexec cat` typed at a terminal waited
+# forever, its stdin neither forwarded nor closed.
+@test "from a terminal, without -i, the command reads end of file at once" {
+	run in_pty 20 "" sbexec -m "$MNT" sh -c 'read x; echo "got:$x."'
+	[[ $output == *"got:."*"exit 0"* ]] || fail "$output"
+	run in_pty 20 "" sbexec -m "$MNT" cat
+	[[ $output == *"exit 0"* ]] || fail "cat did not end: $output"
+}
+
+@test "-i: what is typed at the terminal reaches the command" {
+	run in_pty 20 $'typed line\n' sbexec -m "$MNT" -i sh -c 'read x; echo "got:$x."'
+	[[ $output == *"got:typed line."*"exit 0"* ]] || fail "$output"
+}
+
 @test "binary stdout is byte-exact" {
 	cd "$MNT"
 	sbexec sh -c 'i=0; while [ $i -lt 256 ]; do printf "\\$(printf %o $i)"; i=$((i+1)); done' >"$T/bytes"
@@ -88,10 +231,10 @@ WS=/workspace
 
 @test "-t: a command over its timeout is killed, exit 124" {
 	cd "$MNT"
-	run timeout 60 sbexec -t 1 sh -c 'sleep 30; echo not-killed'
+	run timeout 60 sbexec --timeout 1 sh -c 'sleep 30; echo not-killed'
 	assert_status 124
 	[[ $output != *not-killed* ]]
-	run sbexec -t 30 true
+	run sbexec --timeout 30 true
 	assert_status 0
 }
 
@@ -148,6 +291,43 @@ WS=/workspace
 	[ "$(wc -l <<<"$output")" -eq 1 ] || fail "reason is not one line: $output"
 }
 
+@test "sbexec finds its mount from subfolders, through symlinks, beside other mounts, not under one mounted over it" {
+	local first=$MNT second
+	sb sh -c 'echo first > /workspace/who; mkdir -p /workspace/a/b'
+	# a mountpoint whose path starts with the first's
+	mount_sbfs -n mnt2
+	second=$MNT
+	sb sh -c 'echo second > /workspace/who; mkdir -p /workspace/x/y'
+	cd "$first/a/b"
+	assert_eq "$(sbexec sh -c 'cat /workspace/who; pwd')" \
+		"$(printf 'first\n/workspace/a/b')" "from a subfolder of the first"
+	cd "$second/x/y"
+	assert_eq "$(sbexec sh -c 'cat /workspace/who; pwd')" \
+		"$(printf 'second\n/workspace/x/y')" "from a subfolder of the second"
+	assert_eq "$(sbfs status --json | jq -r .mount)" "$second" "sbfs status from there"
+	# through symlinks: where the folder really is counts
+	ln -s "$second/x" "$T/link"
+	cd "$T/link/y"
+	assert_eq "$(sbexec sh -c 'cat /workspace/who; pwd')" \
+		"$(printf 'second\n/workspace/x/y')" "through a symlink outside the mounts"
+	ln -s a "$first/link-a"
+	cd "$first/link-a/b"
+	assert_eq "$(sbexec sh -c 'cat /workspace/who; pwd')" \
+		"$(printf 'first\n/workspace/a/b')" "through a symlink in the first"
+	cd "$T"
+	assert_eq "$(sbexec -m "$first/a" cat /workspace/who)" first "-m naming a folder in the first"
+	# a folder mounted over part of a mount is not in it (in a mount
+	# namespace of its own: nothing to undo)
+	if [[ $(id -u) == 0 ]] && command -v unshare >/dev/null; then
+		mkdir "$first/over"
+		run unshare -m --propagation private sh -c \
+			'mount -t tmpfs none "$1" && cd "$1" && exec "$2" true' sh "$first/over" \
+			"$SBFS_BUILD/shim/sbexec"
+		assert_status 125
+		assert_output_has "not inside an sbfs mount"
+	fi
+}
+
 @test "options after the command belong to the command" {
 	cd "$MNT"
 	run sbexec printf '%s\n' -t -e -w x
@@ -185,6 +365,63 @@ WS=/workspace
 	[ -e "$MNT/started" ] || fail "the command never started"
 	poll 10 bash -c '! pgrep -f "sleep ${1/./[.]}" >/dev/null' sh "$nap" || fail "remote command still running after Ctrl-C"
 	# the mount and the sandbox are still usable
+	run sbexec echo still-fine
+	assert_eq "$output" still-fine
+}
+
+# sbexec_signalled SIG SCRIPT: runs SCRIPT (sh, $1 = a marker to poll for)
+# under sbexec in the background, sends SIG to sbexec once the command
+# runs; sets status and output. $2 = how many times to send it.
+sbexec_signalled() {
+	local sig=$1 script=$2 times=${3:-1} nap=59.${RANDOM}3 pid i
+	sbexec sh -c "$script" sh "$nap" >"$T/sig.out" 2>&1 &
+	pid=$!
+	poll 60 test -e "$MNT/started" || {
+		kill -KILL "$pid"
+		fail "the command never started: $(cat "$T/sig.out")"
+	}
+	for ((i = 0; i < times; i++)); do
+		kill -s "$sig" "$pid" 2>/dev/null || break # it left already
+		nap 0.5
+	done
+	status=0
+	poll 30 not_pid_alive "$pid" || {
+		kill -KILL "$pid"
+		fail "sbexec still running after $times $sig: $(cat "$T/sig.out")"
+	}
+	wait "$pid" || status=$?
+	output=$(cat "$T/sig.out")
+	# Where a signal reaches the command's processes, its kill does too; a
+	# kill-only backend (modal, e2b) kills the command, not what it started.
+	! backend_exec_signals ||
+		poll 10 bash -c '! pgrep -f "sleep ${1/./[.]}" >/dev/null' sh "$nap" ||
+		fail "remote command still running after $sig"
+}
+
+@test "Ctrl-C, SIGTERM and SIGHUP reach the remote command's trap; where they cannot, they kill it" {
+	cd "$MNT"
+	local sig code
+	for sig in INT TERM HUP; do
+		rm -f "$MNT/started"
+		code=$((RANDOM % 50 + 3))
+		sbexec_signalled "$sig" "trap 'echo trapped-$sig; exit $code' $sig
+			touch /workspace/started; while :; do sleep \"\$1\"; done"
+		if backend_exec_signals; then
+			assert_status "$code"
+			assert_output_has "trapped-$sig"
+		else
+			assert_status $((128 + $(kill -l "$sig")))
+			[[ $output != *trapped* ]] || fail "a trap ran on a backend that only kills: $output"
+		fi
+	done
+	run sbexec echo still-fine
+	assert_eq "$output" still-fine
+}
+
+@test "a second Ctrl-C kills a command that ignores the first, exit 130" {
+	cd "$MNT"
+	sbexec_signalled INT "trap '' INT; touch /workspace/started; exec sleep \"\$1\"" 2
+	assert_status 130
 	run sbexec echo still-fine
 	assert_eq "$output" still-fine
 }

@@ -64,6 +64,28 @@ pending() { echo $(($(wb queued) + $(wb in_flight))); }
 f30"
 }
 
+@test "writeback: sync --progress shows what is left until it is done; status --watch shows it too" {
+	wb_mount inject_latency_ms=400
+	mkdir "$MNT/d"
+	for i in $(seq 1 12); do head -c 100000 /dev/urandom >"$MNT/d/f$i"; done
+	sbfs status --watch "$MNT" >"$T/watch.out" 2>&1 &
+	local watch=$!
+	run sbfs sync --progress "$MNT"
+	assert_status 0
+	[[ ${lines[0]} =~ ^[0-9]+\ files?\ pending,\ [0-9.]+\ (B|KiB|MiB) ]] ||
+		fail "no pending line first: $output"
+	assert_eq "${lines[-1]}" "nothing pending: every write is uploaded"
+	assert_eq "$(pending)" 0
+	nap 1
+	kill "$watch"
+	wait "$watch" || true
+	grep -q "pending" "$T/watch.out" || fail "status --watch showed nothing: $(cat "$T/watch.out")"
+	tail -n 1 "$T/watch.out" | grep -qx "nothing pending: every write is uploaded" ||
+		fail "status --watch did not see the end: $(tail -n 3 "$T/watch.out")"
+	run -2 sbfs sync --progress --json "$MNT"
+	assert_output_has "sync takes --progress or --json, not both"
+}
+
 @test "writeback: fsync uploads that file before it returns" {
 	wb_mount inject_latency_ms=200
 	w0=$(calls write)
@@ -113,6 +135,32 @@ f30"
 	echo "rename calls: $(($(calls rename) - r0))" >&3
 }
 
+
+# A rename replaces the name: it never writes into what the name held.
+# Uploading the pending file under the new name would write through a
+# symlink there, into every other link of a file there, and keep that
+# file's mode (found by fsdiff, seed 2).
+@test "writeback: a pending file renamed over a symlink or a linked file replaces the name" {
+	wb_mount
+	echo kept >"$MNT/other"
+	ln "$MNT/other" "$MNT/linked"
+	chmod 600 "$MNT/linked"
+	ln -s other "$MNT/sym"
+	sbfs sync "$MNT"
+	printf 'new one\n' >"$MNT/n1"
+	chmod 751 "$MNT/n1"
+	printf 'new two\n' >"$MNT/n2"
+	mv "$MNT/n1" "$MNT/sym"
+	mv "$MNT/n2" "$MNT/linked"
+	run sbfs sync "$MNT"
+	assert_status 0
+	assert_eq "$(sb cat other)" kept
+	assert_eq "$(sb sh -c 'test -L sym && echo link || stat -c "%F %a" sym')" "regular file 751"
+	assert_eq "$(sb cat sym)" "new one"
+	assert_eq "$(sb cat linked)" "new two"
+	assert_eq "$(sb stat -c %h other)" 1
+	assert_eq "$(stat -c %h "$MNT/other")" 1
+}
 @test "writeback: pending files unlinked before their upload never reach the sandbox" {
 	wb_mount inject_latency_ms=300
 	mkdir "$MNT/gone"

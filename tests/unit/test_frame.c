@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -243,20 +242,43 @@ static void test_mountinfo(void)
 
 	const char mi[] =
 		"22 1 0:21 / / rw - ext4 /dev/sda rw\n"
-		"30 22 0:40 / /home/u/my\\040box rw,nosuid shared:5 - fuse.sbfs sbfs rw\n"
-		"31 30 0:41 / /home/u/my\\040box/inner rw - fuse.sbfs sbfs rw\n"
-		"32 22 0:42 / /home/u/other rw - fuse.sshfs x rw\n";
+		"30 22 0:40 / /home/u/my\\040box rw,nosuid shared:5 - fuse.sbfs sbfs:/run/sbfs/a\\040b.sock rw\n"
+		"31 30 0:41 / /home/u/my\\040box/inner rw - fuse.sbfs sbfs:/run/sbfs/in.sock rw\n"
+		"32 22 0:42 / /home/u/other rw - fuse.sshfs x rw\n"
+		"33 30 0:43 / /home/u/my\\040box/tmp rw - tmpfs tmpfs rw\n"
+		"34 33 0:44 / /home/u/my\\040box/tmp/deep rw - fuse.sbfs sbfs:/run/sbfs/deep.sock rw\n";
 	FILE *f = fmemopen((void *)mi, sizeof mi - 1, "r");
-	char out[256];
-	CHECK_INT(control_mountinfo_find(f, "/home/u/my box/src", out, sizeof out), 0);
+	char out[256], src[256];
+	CHECK_INT(control_mountinfo_find(f, "/home/u/my box/src", out, sizeof out, src,
+					 sizeof src), 0);
+	CHECK(!strcmp(out, "/home/u/my box"));
+	CHECK(!strcmp(src, "sbfs:/run/sbfs/a b.sock"));
+	rewind(f);
+	CHECK_INT(control_mountinfo_find(f, "/home/u/my box/inner/x", out, sizeof out, src,
+					 sizeof src), 0);
+	CHECK(!strcmp(out, "/home/u/my box/inner"));
+	CHECK(!strcmp(src, "sbfs:/run/sbfs/in.sock"));
+	rewind(f);
+	CHECK_INT(control_mountinfo_find(f, "/home/u/other", out, sizeof out, NULL, 0), -1);
+	rewind(f);
+	CHECK_INT(control_mountinfo_find(f, "/home/u/my boxes", out, sizeof out, NULL, 0), -1);
+	/* a folder mounted over part of an sbfs mount is not in it... */
+	rewind(f);
+	CHECK_INT(control_mountinfo_find(f, "/home/u/my box/tmp/x", out, sizeof out, NULL, 0),
+		  -1);
+	/* ...but an sbfs mount inside that folder is its own */
+	rewind(f);
+	CHECK_INT(control_mountinfo_find(f, "/home/u/my box/tmp/deep", out, sizeof out, src,
+					 sizeof src), 0);
+	CHECK(!strcmp(out, "/home/u/my box/tmp/deep"));
+	CHECK(!strcmp(src, "sbfs:/run/sbfs/deep.sock"));
+	/* the daemon's question: is this folder anywhere under an sbfs mount? */
+	rewind(f);
+	CHECK_INT(control_mountinfo_sbfs_ancestor(f, "/home/u/my box/tmp/x", out, sizeof out),
+		  0);
 	CHECK(!strcmp(out, "/home/u/my box"));
 	rewind(f);
-	CHECK_INT(control_mountinfo_find(f, "/home/u/my box/inner/x", out, sizeof out), 0);
-	CHECK(!strcmp(out, "/home/u/my box/inner"));
-	rewind(f);
-	CHECK_INT(control_mountinfo_find(f, "/home/u/other", out, sizeof out), -1);
-	rewind(f);
-	CHECK_INT(control_mountinfo_find(f, "/home/u/my boxes", out, sizeof out), -1);
+	CHECK_INT(control_mountinfo_sbfs_ancestor(f, "/home/u/other/x", out, sizeof out), -1);
 	fclose(f);
 }
 
@@ -816,18 +838,25 @@ static void test_peer_uid(const char *dir)
 	chmod(sock_path, 0600);
 }
 
-/* The client half, reaching the server through the xattr lookup: a
- * folder that answers user.sbfs.control stands in for a mount. */
+/* The client half, reaching the server the way it finds a mount: a
+ * mountinfo whose fuse.sbfs line (a folder standing in for the mount)
+ * names the socket in its source. */
 static void test_client_command(const char *dir)
 {
-	char fake_mount[300];
+	char fake_mount[300], mountinfo[300];
 	snprintf(fake_mount, sizeof fake_mount, "%s/mnt", dir);
 	mkdir(fake_mount, 0700);
-	if (setxattr(fake_mount, SBFS_XATTR_CONTROL, sock_path, strlen(sock_path), 0) < 0) {
-		fprintf(stderr, "  (skipping client tests: no user xattrs here: %s)\n",
-			strerror(errno));
+	snprintf(mountinfo, sizeof mountinfo, "%s/mountinfo", dir);
+	FILE *mi = fopen(mountinfo, "w");
+	CHECK(mi != NULL);
+	if (!mi)
 		return;
-	}
+	fprintf(mi, "22 1 0:21 / / rw - ext4 /dev/sda rw\n"
+		    "30 22 0:40 / %s rw,nosuid - fuse.sbfs %s%s rw\n",
+		fake_mount, SBFS_MOUNT_SOURCE_PREFIX, sock_path);
+	fclose(mi);
+	const char *saved_mountinfo = control_mountinfo_path;
+	control_mountinfo_path = mountinfo;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&buf, &len);
@@ -862,6 +891,7 @@ static void test_client_command(const char *dir)
 
 	CHECK_INT(control_find_mount("sbexec", fake_mount, NULL, &t, err, sizeof err), 0);
 	CHECK(!strcmp(t.socket, sock_path));
+	control_mountinfo_path = saved_mountinfo;
 }
 
 static void test_socket_path(const char *dir)
@@ -971,8 +1001,10 @@ static void test_server(void)
 	snprintf(t.mount, sizeof t.mount, "/mnt/box");
 	snprintf(t.socket, sizeof t.socket, "%s", sock_path);
 	CHECK_INT(control_connect("sbexec", &t, err, sizeof err), -1);
-	CHECK(strstr(err, "cannot reach the sbfs daemon for /mnt/box at ") != NULL);
-	CHECK(strstr(err, "(is it still running?)") != NULL);
+	/* its socket went with it: the daemon is gone, and the line says how
+	 * to clear what it may have left */
+	CHECK(strstr(err, "sbexec: the sbfs daemon for /mnt/box is gone (No such file or directory at ") != NULL);
+	CHECK(strstr(err, "clear it with 'fusermount3 -u -z /mnt/box'") != NULL);
 
 	json_decref(res1.x);
 	json_decref(res2.x);

@@ -4,8 +4,9 @@
  * write-back ordering, failure paths, notifications, lock order. */
 #include "tests/unit/unit.h"
 #include "tests/unit/mem_backend.h"
-#include "fs/fs_internal.h"
-#include "fs/writeback.h"
+#include "fs/coherence.h"
+#include "fs/fs_node.h"
+#include "fs/writeback/writeback.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +36,7 @@ static void setup_with(struct t *t, bool writeback, size_t max_nodes)
 	struct fs_config cfg = {
 		.attr_timeout = 60, .dir_timeout = 60, .spool_dir = t->spool,
 		.writeback = writeback, .max_nodes = max_nodes,
+		.owner_uid = -1, .owner_gid = -1,
 	};
 	CHECK_INT(fs_init(&t->fs, t->b, &cfg), 0);
 	/* The journal's pointer goes in a state directory of the test's own:
@@ -441,6 +443,35 @@ static void test_writeback_pending_rename_and_unlink(void)
 	teardown(&t);
 }
 
+/* A rename replaces the name in the sandbox: a pending file uploaded
+ * under a name the sandbox holds would be written into that file (and
+ * through a symlink there). */
+static void test_writeback_pending_rename_over_sandbox_file(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	mem_put(t.b, W "/target", "old");
+	CHECK(look(&t, ROOT, "target") != 0);
+	wb_paths_write_lock(&t.fs);
+	struct fs_open o;
+	uint64_t tmp = make_file(&t, ROOT, "tmp", "new", &o);
+	CHECK_INT(fs_flush(&t.fs, tmp, o.fh), 0);
+	fs_release(&t.fs, tmp, o.fh);
+	wb_paths_unlock(&t.fs);
+	mem_log_clear(t.b);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "tmp", ROOT, "target", 0), 0);
+	char msg[256] = "";
+	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
+	if (strcmp(mem_log(t.b), "write " W "/tmp\nrename " W "/tmp " W "/target\n") != 0)
+		fprintf(stderr, "log: %s\n", mem_log(t.b));
+	CHECK(strcmp(mem_log(t.b), "write " W "/tmp\nrename " W "/tmp " W "/target\n") == 0);
+	char *got = mem_get(t.b, W "/target");
+	CHECK(got && strcmp(got, "new") == 0);
+	free(got);
+	CHECK(!mem_exists(t.b, W "/tmp"));
+	teardown(&t);
+}
+
 static void test_writeback_queued_remove(void)
 {
 	struct t t;
@@ -598,6 +629,7 @@ int main(void)
 	test_read_through_spool();
 	test_writeback_upload_before_dir_rename();
 	test_writeback_pending_rename_and_unlink();
+	test_writeback_pending_rename_over_sandbox_file();
 	test_writeback_queued_remove();
 	test_failures();
 	test_notifications();

@@ -174,9 +174,9 @@ static void test_status_helpers(void)
 	CHECK(grpc_url_is_loopback("http://[::1]:80/x"));
 	CHECK(!grpc_url_is_loopback("http://example.com"));
 	char err[200];
-	CHECK(grpc_channel_new("http://example.com:80", true, err, sizeof(err)) == NULL);
-	CHECK(grpc_channel_new("ftp://x", true, err, sizeof(err)) == NULL);
-	struct grpc_channel *ch = grpc_channel_new("https://api.modal.com:443/some/path", false, err, sizeof(err));
+	CHECK(grpc_channel_new("http://example.com:80", true, NULL, err, sizeof(err)) == NULL);
+	CHECK(grpc_channel_new("ftp://x", true, NULL, err, sizeof(err)) == NULL);
+	struct grpc_channel *ch = grpc_channel_new("https://api.modal.com:443/some/path", false, NULL, err, sizeof(err));
 	CHECK(ch != NULL);
 	if (ch) {
 		CHECK(!strcmp(grpc_channel_url(ch), "https://api.modal.com:443"));

@@ -1,7 +1,7 @@
 /* Ownership codecs: -o idmap (fs_map_attr / fs_unmap_owner) and the local
  * backend's sandbox <-> host id range (id_map_*). */
 #include "backends/local/local_userns.h"
-#include "fs/fs_internal.h"
+#include "fs/core/fs_internal.h"
 #include "unit.h"
 
 #include <string.h>

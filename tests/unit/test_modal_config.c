@@ -1,7 +1,8 @@
 /* Modal credentials as Modal's CLI finds them: environment over the
  * ~/.modal.toml profile (MODAL_PROFILE, else `active = true`, else
  * [default]); a missing token is one line naming both fixes. Also the
- * fs-tools output parsers. */
+ * fs-tools output parsers, and the PTYInfo of sbexec -t against bytes
+ * worked out by hand from api.proto's field numbers. */
 #include "backends/modal/modal.h"
 #include "unit.h"
 
@@ -82,7 +83,7 @@ static void test_load(void)
 
 	clear_env();
 	setenv("HOME", dir, 1); /* no ~/.modal.toml there */
-	CHECK_INT(modal_config_load(&c, err, sizeof(err)), -1);
+	CHECK_INT(modal_config_load(&c, err, sizeof(err)), -2); /* not set up */
 	CHECK(!strcmp(err, "no Modal credentials: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET or run `modal token new`"));
 
 	/* the file's active profile */
@@ -113,7 +114,7 @@ static void test_load(void)
 
 	/* half a token is no token */
 	unsetenv("MODAL_TOKEN_SECRET");
-	CHECK_INT(modal_config_load(&c, err, sizeof(err)), -1);
+	CHECK_INT(modal_config_load(&c, err, sizeof(err)), -2);
 	CHECK(strstr(err, "modal token new") != NULL);
 	clear_env();
 	unlink(path);
@@ -156,10 +157,42 @@ static void test_fs_tools_output(void)
 	CHECK_INT(modal_fs_errno("garbage", 7), -EIO);
 }
 
+static void test_pty_info(void)
+{
+	/* enabled=1 true, winsz_rows=2 30, winsz_cols=3 100, env_term=4,
+	 * pty_type=7 SHELL (2), no_terminate_on_idle_stdin=8 true */
+	static const char want[] =
+		"\x08\x01" "\x10\x1e" "\x18\x64"
+		"\x22\x0e" "xterm-256color" "\x38\x02" "\x40\x01";
+	struct pb_buf b = {0};
+	modal_pty_info(&b, 30, 100, NULL, NULL);
+	CHECK_MEM(b.data, b.len, want, sizeof(want) - 1);
+	pb_buf_free(&b);
+
+	/* no size (not a terminal): the server's default; TERM from the
+	 * command's env over the mount's */
+	static const char vt[] =
+		"\x08\x01" "\x22\x05" "vt100" "\x38\x02" "\x40\x01";
+	const char *spec_env[] = {"TERM=dumb", NULL};
+	const char *env[] = {"A=1", "TERM=vt100", NULL};
+	b = (struct pb_buf){0};
+	modal_pty_info(&b, 0, 0, spec_env, env);
+	CHECK_MEM(b.data, b.len, vt, sizeof(vt) - 1);
+	pb_buf_free(&b);
+
+	static const char dumb[] =
+		"\x08\x01" "\x10\x90\x02" "\x18\x01" "\x22\x04" "dumb" "\x38\x02" "\x40\x01";
+	b = (struct pb_buf){0};
+	modal_pty_info(&b, 272, 1, spec_env, NULL);
+	CHECK_MEM(b.data, b.len, dumb, sizeof(dumb) - 1);
+	pb_buf_free(&b);
+}
+
 int main(void)
 {
 	test_parse();
 	test_load();
 	test_fs_tools_output();
+	test_pty_info();
 	return unit_done("modal_config");
 }

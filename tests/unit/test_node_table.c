@@ -2,7 +2,7 @@
  * are evicted past it; nodes the kernel holds, open files and open
  * directories never are; an evicted child makes its parent's listing
  * incomplete. */
-#include "fs/node_table.h"
+#include "fs/core/node_table.h"
 #include "unit.h"
 
 #include <stdio.h>

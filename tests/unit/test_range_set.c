@@ -1,4 +1,4 @@
-#include "fs/range_set.h"
+#include "fs/core/range_set.h"
 #include "unit.h"
 
 static void check_ranges(const struct range_set *s, const off_t *want, size_t n)

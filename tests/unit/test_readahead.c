@@ -1,4 +1,4 @@
-#include "fs/readahead.h"
+#include "fs/core/readahead.h"
 #include "unit.h"
 
 #define K ((off_t)1024)

@@ -5,9 +5,9 @@
 #include "tests/unit/unit.h"
 #include "backends/backend.h"
 #include "backends/shell_ops.h"
-#include "fs/node_table.h"
-#include "fs/wb_removes.h"
-#include "fs/wb_removes_queue.h"
+#include "fs/core/node_table.h"
+#include "fs/writeback/wb_removes.h"
+#include "fs/writeback/wb_removes_queue.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Reaches a (fake or real) Modal from outside sbfs, for tests: with
-MODAL_SERVER_URL, MODAL_TOKEN_ID and MODAL_TOKEN_SECRET set,
+MODAL_SERVER_URL, MODAL_TOKEN_ID and MODAL_TOKEN_SECRET set (and for an
+https:// URL whose CA is not in the system store, FAKE_MODAL_CA or
+SSL_CERT_FILE naming it),
   fake_ctl.py terminate NAME|ID   terminate the sandbox (as a crash or the
                                   dashboard would)
   fake_ctl.py running NAME|ID     exit 0 while the sandbox runs, 1 if not
@@ -18,7 +20,21 @@ URL = os.environ["MODAL_SERVER_URL"]
 MD = [("x-modal-client-type", "1"), ("x-modal-client-version", "1.0.0"),
       ("x-modal-token-id", os.environ.get("MODAL_TOKEN_ID", "")),
       ("x-modal-token-secret", os.environ.get("MODAL_TOKEN_SECRET", ""))]
-CH = grpc.insecure_channel(URL.split("://", 1)[1].rstrip("/"))
+TARGET = URL.split("://", 1)[1].rstrip("/")
+
+
+def channel():
+    if not URL.startswith("https://"):
+        return grpc.insecure_channel(TARGET)
+    ca = os.environ.get("FAKE_MODAL_CA") or os.environ.get("SSL_CERT_FILE")
+    roots = None
+    if ca:
+        with open(ca, "rb") as f:
+            roots = f.read()
+    return grpc.secure_channel(TARGET, grpc.ssl_channel_credentials(roots))
+
+
+CH = channel()
 
 
 def api(method, body):

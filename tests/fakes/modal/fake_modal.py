@@ -1,11 +1,16 @@
 #!/usr/bin/python3
 """A fake Modal for sbfs tests, written from ../../../../shared/protocols
 modal.md: the control plane (modal.client.ModalClient) and the task command
-router (modal.task_command_router.TaskCommandRouter) on one plaintext HTTP/2
-gRPC listener on 127.0.0.1, served by grpcio with generic raw-bytes handlers
-and our own protobuf codec (pb.py). Sandboxes are directories; commands run
+router (modal.task_command_router.TaskCommandRouter) on one HTTP/2 gRPC
+listener on 127.0.0.1, served by grpcio with generic raw-bytes handlers and
+our own protobuf codec (pb.py). Plaintext (http://127.0.0.1:PORT), or with
+FAKE_MODAL_TLS=1 TLS with a CA of its own, STATE/tls/ca.pem, and a server
+certificate for localhost (https://localhost:PORT; the router URL it hands
+out is the same, so every call a client makes is over TLS). Sandboxes are directories; commands run
 as local processes under bubblewrap with the sandbox's directory bound at its
-workdir, and a stand-in modal-sandbox-fs-tools (fs_tools.py).
+workdir, and a stand-in modal-sandbox-fs-tools (fs_tools.py). An exec with
+pty_info runs on a terminal of its own (see Exec.start_pty). Each
+TaskExecStart is recorded as a JSON line in STATE/sandboxes/ID/execs.jsonl.
 
 Faults come from a JSON object in FAKE_MODAL_FAULTS at start, or in the file
 STATE/faults.json (re-read on every call), e.g.
@@ -19,14 +24,18 @@ STATE/faults.json (re-read on every call), e.g.
 Counts are consumed; STATE/calls.log records one line per call:
   METHOD idempotency-key retry-attempt
 """
+import fcntl
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import string
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from concurrent import futures
@@ -49,6 +58,7 @@ GS_SUCCESS, GS_FAILURE, GS_TERMINATED, GS_TIMEOUT = 1, 2, 3, 4
 LOCK = threading.RLock()
 COND = threading.Condition(LOCK)
 FAULTS = json.loads(os.environ.get("FAKE_MODAL_FAULTS") or "{}")
+TLS = os.environ.get("FAKE_MODAL_TLS") == "1"
 URL = ""
 
 
@@ -63,11 +73,23 @@ class Abort(Exception):
 
 # ---------------------------------------------------------------- state
 
+def pty_info(m):
+    """modal.client.PTYInfo (api.proto) as a dict, None when unset."""
+    if m is None:
+        return None
+    return {"enabled": bool(m.int(1)), "winsz_rows": m.int(2), "winsz_cols": m.int(3),
+            "env_term": m.str(4), "env_colorterm": m.str(5), "env_term_program": m.str(6),
+            "pty_type": m.int(7), "no_terminate_on_idle_stdin": bool(m.int(8))}
+
+
 class Exec:
-    def __init__(self, sb, exec_id, argv, env, workdir, timeout):
+    def __init__(self, sb, exec_id, argv, env, workdir, timeout, pty=None):
         self.sb = sb
         self.id = exec_id
         self.argv = argv
+        self.pty = pty
+        self.master = None  # a terminal's master (non-blocking), until its end
+        self.wlock = threading.Lock()  # guards master against its close
         self.out = [bytearray(), bytearray()]
         self.eof = [False, False]
         self.code = None
@@ -78,20 +100,81 @@ class Exec:
         self.start(env, workdir, timeout)
 
     def start(self, env, workdir, timeout):
-        cmd = self.sb.command(workdir, env, self.argv)
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True)
-        for i, f in enumerate((self.proc.stdout, self.proc.stderr)):
-            threading.Thread(target=self.pump, args=(i, f), daemon=True).start()
+        if self.pty is not None:
+            self.start_pty(env, workdir)
+        else:
+            cmd = self.sb.command(workdir, env, self.argv)
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, start_new_session=True)
+            for i, f in enumerate((self.proc.stdout, self.proc.stderr)):
+                threading.Thread(target=self.pump, args=(i, f.fileno()), daemon=True).start()
         threading.Thread(target=self.reap, daemon=True).start()
         if timeout:
             t = threading.Timer(timeout, self.kill)
             t.daemon = True
             t.start()
 
-    def pump(self, i, f):
+    def start_pty(self, env, workdir):
+        """The command on a terminal, as Modal runs an exec with pty_info:
+        the terminal is its stdin, stdout and stderr (so its errors come on
+        the stdout stream and the stderr stream stays empty), of the size
+        pty_info gives, named by env_term; it is the command's controlling
+        terminal, in a session of its own made inside the sandbox's pid
+        namespace (setsid + TIOCSCTTY there: from nsenter's side of the
+        namespace the terminal's foreground group would be one the command
+        cannot see). Input is written to its master; there is no call that
+        resizes it later (task_command_router.proto has none)."""
+        p = self.pty
+        master, slave = os.openpty()
+        if p["winsz_rows"] and p["winsz_cols"]:
+            fcntl.ioctl(slave, termios.TIOCSWINSZ,
+                        struct.pack("HHHH", p["winsz_rows"], p["winsz_cols"], 0, 0))
+        e = {k: v for k, v in (("TERM", p["env_term"]), ("COLORTERM", p["env_colorterm"]),
+                               ("TERM_PROGRAM", p["env_term_program"])) if v}
+        e.update(env)
+        cmd = self.sb.command(workdir, e, ["/usr/bin/setsid", "--ctty", "--wait", "--"] + self.argv)
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave,
+                                         start_new_session=True)
+        finally:
+            os.close(slave)
+        os.set_blocking(master, False)
+        self.master = master
+        self.eof[1] = True
+        threading.Thread(target=self.pump, args=(0, master), daemon=True).start()
+
+    def type_in(self, data):
+        """Writes data to the terminal as it takes it; OSError once the
+        terminal is gone."""
+        view = memoryview(data)
+        while view:
+            with self.wlock:
+                if self.master is None or self.done():
+                    raise OSError("the terminal is gone")
+                try:
+                    n = os.write(self.master, view)
+                except BlockingIOError:
+                    n = 0
+            view = view[n:]
+            if not n:
+                time.sleep(0.01)
+
+    def pump(self, i, fd):
         while True:
-            b = os.read(f.fileno(), 65536)
+            if self.pty is not None:  # non-blocking, for type_in
+                ready = select.poll()
+                ready.register(fd, select.POLLIN)
+                ready.poll()
+            try:
+                b = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                b = b""  # a terminal's master: EIO once no one holds its other side
+            if not b and self.pty is not None:
+                with self.wlock:
+                    os.close(fd)
+                    self.master = None
             with COND:
                 if not b:
                     self.eof[i] = True
@@ -110,13 +193,44 @@ class Exec:
             COND.notify_all()
 
     def kill(self):
+        # Only while its leader is not reaped: after that the group's id
+        # may be another process's (the e2e suite wraps the pid space).
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        session = self.pty_session()
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except OSError:
             pass
+        if session:
+            kill_session(session)
+
+    def pty_session(self):
+        """A terminal's command leads a session of its own: nsenter's one
+        child (read while nsenter lives, so the id is still that one)."""
+        if self.pty is None:
+            return 0
+        try:
+            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
+                return int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            return 0
 
     def done(self):
         return self.code is not None or self.signal is not None
+
+
+def kill_session(sid):
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+            if int(st[st.rindex(")") + 2:].split()[3]) == sid:
+                os.kill(int(d), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
 
 class Sandbox:
@@ -200,7 +314,8 @@ class Sandbox:
             for e in self.execs.values():
                 e.kill()
             try:
-                os.killpg(self.init.pid, signal.SIGKILL)
+                if self.init.poll() is None:
+                    os.killpg(self.init.pid, signal.SIGKILL)
             except OSError:
                 pass
             COND.notify_all()
@@ -494,7 +609,11 @@ def TaskExecStart(req, ctx, m):
             return b""  # idempotent by exec id
         workdir = req.str(7) if req.has(7) else sb.workdir
         timeout = req.int(6) if req.has(6) else None
-        sb.execs[exec_id] = Exec(sb, exec_id, argv, req.map(12), workdir, timeout)
+        pty = pty_info(req.msg(9))
+        with open(os.path.join(sb.root, "execs.jsonl"), "a") as f:
+            f.write(json.dumps({"exec_id": exec_id, "argv": argv, "stdout_config": req.int(4),
+                                "stderr_config": req.int(5), "pty_info": pty}) + "\n")
+        sb.execs[exec_id] = Exec(sb, exec_id, argv, req.map(12), workdir, timeout, pty)
     f = faults().get("terminate_on_exec")
     if f and f.get("match") in argv and take("terminate_on_exec"):
         t = threading.Timer(f.get("after", 1.0), sb.terminate)
@@ -575,11 +694,16 @@ def TaskExecStdinWrite(req, ctx, m):
         if e.done() and data:
             raise Abort(grpc.StatusCode.FAILED_PRECONDITION, "process exited")
     try:
-        if data:
-            e.proc.stdin.write(data)
-            e.proc.stdin.flush()
-        if eof:
-            e.proc.stdin.close()
+        if e.pty is not None:
+            # typed at the terminal; its input has no end of its own to
+            # close (the typed EOF character is the line discipline's)
+            e.type_in(data)
+        else:
+            if data:
+                e.proc.stdin.write(data)
+                e.proc.stdin.flush()
+            if eof:
+                e.proc.stdin.close()
     except (BrokenPipeError, ValueError, OSError):
         with LOCK:
             e.stdin_closed = True
@@ -636,6 +760,33 @@ def wrap(method, fn, router, stream):
     return grpc.unary_unary_rpc_method_handler(handler)
 
 
+def make_tls(state):
+    """A CA and a server certificate it signed for localhost (and
+    127.0.0.1), as a Modal proxy or test cluster of one's own would have:
+    STATE/tls/ca.pem is what a client must be told to trust."""
+    d = os.path.join(state, "tls")
+    os.makedirs(d, exist_ok=True)
+    ca, cakey = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
+    key, csr, crt = os.path.join(d, "srv.key"), os.path.join(d, "srv.csr"), os.path.join(d, "srv.pem")
+    ext = os.path.join(d, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+                "extendedKeyUsage=serverAuth\n")
+    q = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "check": True}
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    subprocess.run(["openssl", "req", "-x509"] + ec + ["-days", "2",
+                    "-subj", "/CN=fake Modal test CA", "-keyout", cakey, "-out", ca,
+                    "-addext", "basicConstraints=critical,CA:TRUE",
+                    "-addext", "keyUsage=critical,keyCertSign,cRLSign"], **q)
+    subprocess.run(["openssl", "req"] + ec + ["-subj", "/CN=localhost",
+                    "-keyout", key, "-out", csr], **q)
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", cakey,
+                    "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", crt], **q)
+    with open(key, "rb") as k, open(crt, "rb") as c:
+        return grpc.ssl_server_credentials([(k.read(), c.read())])
+
+
 def main():
     global URL
     os.makedirs(os.path.join(STATE, "sandboxes"), exist_ok=True)
@@ -655,8 +806,13 @@ def main():
                                   ("grpc.max_send_message_length", 100 << 20)])
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(API, api),
                                      grpc.method_handlers_generic_handler(ROUTER, router)))
-    port = server.add_insecure_port("127.0.0.1:%s" % os.environ.get("FAKE_MODAL_PORT", "0"))
-    URL = "http://127.0.0.1:%d" % port
+    addr = "127.0.0.1:%s" % os.environ.get("FAKE_MODAL_PORT", "0")
+    if TLS:
+        port = server.add_secure_port(addr, make_tls(STATE))
+        URL = "https://localhost:%d" % port
+    else:
+        port = server.add_insecure_port(addr)
+        URL = "http://127.0.0.1:%d" % port
     server.start()
     with open(os.path.join(STATE, "url"), "w") as f:
         f.write(URL + "\n")

@@ -1,0 +1,540 @@
+#include "file_state.h"
+#include "../../util/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct file_state *file_state_new(const char *spool_dir, off_t size,
+				  mode_t mode, bool remote_exists)
+{
+	struct file_state *f = calloc(1, sizeof *f);
+	if (!f)
+		return NULL;
+	f->fd = open(spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (f->fd < 0) {
+		int e = errno;
+		free(f);
+		errno = e;
+		return NULL;
+	}
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->fetched, NULL);
+	f->size = size;
+	f->mode = mode & 07777;
+	f->remote_exists = remote_exists;
+	f->window = READ_WINDOW_MIN;
+	f->seq_next = -1;
+	f->identity_known = remote_exists;
+	clock_gettime(CLOCK_REALTIME, &f->mtime);
+	return f;
+}
+
+void file_state_free(struct file_state *f)
+{
+	if (!f)
+		return;
+	/* Read-ahead still under way stops at its next chunk. */
+	pthread_mutex_lock(&f->lock);
+	atomic_fetch_add(&f->content_gen, 1);
+	while (f->n_inflight > 0)
+		pthread_cond_wait(&f->fetched, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+	pthread_cond_destroy(&f->fetched);
+	close(f->fd);
+	range_set_free(&f->present);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
+{
+	while (len > 0) {
+		ssize_t n = pwrite(fd, buf, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+/* ---- fetching ----
+ * A fetch streams one range from the sandbox into the spool without
+ * f->lock. Its range is registered in f->inflight first: planning treats it
+ * as covered (nothing else fetches it) and local writes to it wait for it,
+ * so its bytes never overwrite newer ones. It becomes present only if the
+ * identity the guest reported is the spool's and no drop came meanwhile. */
+
+/* Times a reader starts over after the sandbox's copy changed under it
+ * before giving up with EIO. */
+#define CHANGE_RETRIES 4
+
+struct fetch {
+	struct file_state *f;
+	struct sb_backend *b;
+	char *path;
+	struct range r;
+	uint64_t gen;
+	char expect[SB_IDENT_MAX]; /* f->ident when it started */
+	char ident[SB_IDENT_MAX];  /* what the guest reported */
+	off_t ident_size;
+	size_t got;
+	int result;
+};
+
+static int fetch_ident(void *arg, const char *ident, off_t size)
+{
+	struct fetch *fe = arg;
+	if (atomic_load(&fe->f->content_gen) != fe->gen)
+		return -ECANCELED;
+	snprintf(fe->ident, sizeof fe->ident, "%s", ident);
+	fe->ident_size = size;
+	/* Another version than the spool's: nothing of it is wanted here. */
+	if (fe->expect[0] && strcmp(fe->expect, fe->ident) != 0)
+		return -ESTALE;
+	return 0;
+}
+
+static int fetch_data(void *arg, off_t off, const char *d, size_t n)
+{
+	struct fetch *fe = arg;
+	if (atomic_load(&fe->f->content_gen) != fe->gen)
+		return -ECANCELED;
+	return pwrite_all(fe->f->fd, d, n, off);
+}
+
+/* f->lock held. Registers r as in flight; NULL when out of memory. */
+static struct fetch *fetch_begin(struct file_state *f, struct sb_backend *b,
+				 const char *path, struct range r)
+{
+	struct fetch *fe = calloc(1, sizeof *fe);
+	if (!fe || !(fe->path = strdup(path))) {
+		free(fe);
+		return NULL;
+	}
+	fe->f = f;
+	fe->b = b;
+	fe->r = r;
+	fe->gen = atomic_load(&f->content_gen);
+	memcpy(fe->expect, f->ident, sizeof fe->expect);
+	f->inflight[f->n_inflight++] = r;
+	return fe;
+}
+
+static void fetch_free(struct fetch *fe)
+{
+	free(fe->path);
+	free(fe);
+}
+
+/* Without f->lock. */
+static void fetch_run(struct fetch *fe)
+{
+	struct sb_read_sink sink = {
+		.ident = fetch_ident, .data = fetch_data, .arg = fe};
+	fe->result = sb_read_stream(fe->b, fe->path, fe->r.start,
+				    (size_t)(fe->r.end - fe->r.start), &sink,
+				    &fe->got);
+	/* The file changed while dd read it: the same as a change seen
+	 * between windows. */
+	if (fe->result == -EAGAIN)
+		fe->result = -ESTALE;
+}
+
+/* The fetched bytes go: the sandbox's copy is not the one they were of. */
+static void drop_content(struct file_state *f)
+{
+	atomic_fetch_add(&f->content_gen, 1);
+	range_set_clear(&f->present);
+	f->ident[0] = '\0';
+	f->seq_next = -1;
+	f->window = READ_WINDOW_MIN;
+}
+
+/* f->lock held. The sandbox's copy is now the one named by fe's identity:
+ * a clean spool starts over with it; a dirty one holds local writes on top
+ * of the old copy, which must not be completed from the new one. */
+static int adopt_version(struct file_state *f, const struct fetch *fe)
+{
+	if (f->dirty) {
+		sb_warn("%s changed in the sandbox while it had unsaved changes "
+			"here; not mixing the two versions", fe->path);
+		return -EIO;
+	}
+	drop_content(f);
+	memcpy(f->ident, fe->ident, sizeof f->ident);
+	f->size = fe->ident_size;
+	/* The node's attributes are old: the next the sandbox reports with
+	 * this size name this content. */
+	f->identity_known = false;
+	f->adoptable = true;
+	f->remote_changed = true;
+	return 0;
+}
+
+/* f->lock held. Unregisters the fetch and records its outcome: 0, -ESTALE
+ * (the sandbox's copy changed; the spool now follows the new one), or
+ * -errno. */
+static int fetch_end(struct file_state *f, struct fetch *fe)
+{
+	for (size_t i = 0; i < f->n_inflight; i++) {
+		if (f->inflight[i].start == fe->r.start &&
+		    f->inflight[i].end == fe->r.end) {
+			f->inflight[i] = f->inflight[--f->n_inflight];
+			break;
+		}
+	}
+	pthread_cond_broadcast(&f->fetched);
+	int r = fe->result;
+	if (atomic_load(&f->content_gen) != fe->gen)
+		return r == -ECANCELED || r == -ESTALE ? -ESTALE : r < 0 ? r : -ESTALE;
+	if (r == -ESTALE) {
+		/* Stopped at the identity line, or dd saw a change: a
+		 * version other than the spool's has nothing in it yet. */
+		if (fe->ident[0] && strcmp(fe->ident, f->ident) != 0) {
+			int e = adopt_version(f, fe);
+			if (e < 0)
+				return e;
+		}
+		return -ESTALE;
+	}
+	if (r < 0)
+		return r;
+	bool changed = f->ident[0] ? strcmp(f->ident, fe->ident) != 0
+				   : !f->dirty && fe->ident_size != f->size;
+	if (changed) {
+		if ((r = adopt_version(f, fe)) < 0)
+			return r;
+		/* What this fetch brought is of the adopted version. */
+		r = -ESTALE;
+	} else if (!f->ident[0]) {
+		memcpy(f->ident, fe->ident, sizeof f->ident);
+	}
+	/* Past the sandbox's end of file the range reads as zeroes (the
+	 * spool is sparse): present too. */
+	off_t end = changed ? fe->r.start + (off_t)fe->got : fe->r.end;
+	if (end > f->size)
+		end = f->size;
+	if (end > fe->r.start) {
+		int e = range_set_add(&f->present, fe->r.start, end);
+		if (e < 0)
+			return e;
+	}
+	return r;
+}
+
+static void *fetch_thread(void *arg)
+{
+	struct fetch *fe = arg;
+	struct file_state *f = fe->f;
+	fetch_run(fe);
+	pthread_mutex_lock(&f->lock);
+	(void)fetch_end(f, fe); /* a reader needing the range fetches it */
+	pthread_mutex_unlock(&f->lock);
+	fetch_free(fe);
+	return NULL;
+}
+
+/* f->lock held. Read-ahead: its failures are left to the reader that
+ * needs the range. */
+static void fetch_async(struct file_state *f, struct sb_backend *b,
+			const char *path, struct range r)
+{
+	struct fetch *fe = fetch_begin(f, b, path, r);
+	if (!fe)
+		return;
+	pthread_attr_t attr;
+	pthread_t th;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	if (pthread_create(&th, &attr, fetch_thread, fe) != 0) {
+		fe->result = -EAGAIN;
+		(void)fetch_end(f, fe);
+		fetch_free(fe);
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* f->lock held; dropped during the call. */
+static int fetch_sync(struct file_state *f, struct sb_backend *b,
+		      const char *path, struct range r)
+{
+	struct fetch *fe = fetch_begin(f, b, path, r);
+	if (!fe)
+		return -ENOMEM;
+	pthread_mutex_unlock(&f->lock);
+	fetch_run(fe);
+	pthread_mutex_lock(&f->lock);
+	int rc = fetch_end(f, fe);
+	fetch_free(fe);
+	return rc;
+}
+
+static bool overlaps_inflight(const struct file_state *f, off_t start,
+			      off_t end)
+{
+	for (size_t i = 0; i < f->n_inflight; i++)
+		if (f->inflight[i].start < end && start < f->inflight[i].end)
+			return true;
+	return false;
+}
+
+/* f->lock held. Waits until no fetch writes into [start, end). */
+static void wait_fetches(struct file_state *f, off_t start, off_t end)
+{
+	while (overlaps_inflight(f, start, end))
+		pthread_cond_wait(&f->fetched, &f->lock);
+}
+
+/* f->lock held. Makes [off, *end) present, fetching what is missing (*end
+ * is clipped when the file turns out shorter); ahead: read-ahead windows
+ * to start past it. */
+static int make_present(struct file_state *f, struct sb_backend *b,
+			const char *path, off_t off, off_t *end,
+			unsigned ahead, size_t window, size_t *next_window)
+{
+	unsigned changes = 0;
+	for (;;) {
+		if (*end > f->size)
+			*end = f->size;
+		if (off >= *end)
+			return 0;
+		bool covered = range_set_covers(&f->present, off, *end);
+		size_t slots = READ_INFLIGHT_MAX - f->n_inflight;
+		if (covered && (ahead == 0 || slots == 0))
+			return 0;
+		struct range plan[READ_INFLIGHT_MAX];
+		struct read_plan_in in = {
+			.present = &f->present,
+			.inflight = f->inflight,
+			.n_inflight = f->n_inflight,
+			.off = covered ? *end : off,
+			.end = *end,
+			.size = f->size,
+			.window = window,
+			.ahead = ahead < slots ? ahead : (unsigned)slots,
+		};
+		size_t n = slots ? read_plan(&in, plan, slots, next_window) : 0;
+		bool need_first = !covered && n > 0 && plan[0].start < *end;
+		for (size_t i = need_first ? 1 : 0; i < n; i++)
+			fetch_async(f, b, path, plan[i]);
+		if (covered)
+			return 0;
+		ahead = 0; /* started now, if there was room */
+		window = *next_window;
+		if (!need_first) {
+			/* What is missing is being fetched already. */
+			pthread_cond_wait(&f->fetched, &f->lock);
+			continue;
+		}
+		int r = fetch_sync(f, b, path, plan[0]);
+		if (r == -ESTALE) {
+			if (++changes > CHANGE_RETRIES) {
+				if (!f->warned_changing)
+					sb_warn("%s keeps changing in the sandbox "
+						"while being read: reads of it fail "
+						"with EIO until it holds still", path);
+				f->warned_changing = true;
+				return -EIO;
+			}
+			continue;
+		}
+		if (r < 0)
+			return r;
+	}
+}
+
+/* Sequential: at or just around where the last read ended (the kernel's
+ * read-ahead sends neighbouring requests concurrently). */
+static bool is_sequential(const struct file_state *f, off_t off)
+{
+	if (f->seq_next < 0)
+		return false;
+	off_t slack = (off_t)f->window;
+	return off >= f->seq_next - slack && off <= f->seq_next + slack;
+}
+
+ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
+			const char *guest_path, char *buf, size_t len,
+			off_t off)
+{
+	if (off >= f->size)
+		return 0;
+	if ((off_t)len > f->size - off)
+		len = (size_t)(f->size - off);
+	off_t end = off + (off_t)len;
+	bool seq = is_sequential(f, off);
+	bool covered = range_set_covers(&f->present, off, end);
+	if (!covered || seq) {
+		size_t w = seq ? f->window : READ_WINDOW_MIN;
+		int r = make_present(f, b, guest_path, off, &end,
+				     seq ? READ_INFLIGHT_MAX - 1 : 0, w,
+				     &f->window);
+		if (r < 0)
+			return r;
+		if (off >= end)
+			return 0;
+		len = (size_t)(end - off);
+	}
+	if (!seq || end > f->seq_next)
+		f->seq_next = end;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(f->fd, buf + done, len - done, off + (off_t)done);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0) {
+			/* The spool is sparse up to size: beyond its end reads
+			 * as zeroes. */
+			memset(buf + done, 0, len - done);
+			done = len;
+			break;
+		}
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
+			 off_t off)
+{
+	off_t end = off + (off_t)len;
+	wait_fetches(f, off, end);
+	int r = pwrite_all(f->fd, buf, len, off);
+	if (r < 0)
+		return r;
+	/* A write past the end leaves a hole that reads as zeroes: the spool
+	 * has it, nothing to fetch. */
+	off_t from = off > f->size ? f->size : off;
+	r = range_set_add(&f->present, from, end);
+	if (r < 0)
+		return r;
+	if (end > f->size)
+		f->size = end;
+	f->dirty = f->written = true;
+	f->wb_durable = false;
+	clock_gettime(CLOCK_REALTIME, &f->mtime);
+	return (ssize_t)len;
+}
+
+int file_state_truncate(struct file_state *f, off_t size)
+{
+	wait_fetches(f, size < f->size ? size : f->size, INT64_MAX);
+	if (ftruncate(f->fd, size) < 0)
+		return -errno;
+	range_set_clip(&f->present, size);
+	if (size > f->size) {
+		int r = range_set_add(&f->present, f->size, size);
+		if (r < 0)
+			return r;
+	}
+	f->size = size;
+	f->dirty = f->written = true;
+	f->wb_durable = false;
+	clock_gettime(CLOCK_REALTIME, &f->mtime);
+	return 0;
+}
+
+int file_state_upload_prepare(struct file_state *f, struct sb_backend *b,
+			      const char *guest_path)
+{
+	off_t end = f->size;
+	if (f->remote_exists) {
+		size_t w;
+		int r = make_present(f, b, guest_path, 0, &end, 0,
+				     READ_WINDOW_MAX, &w);
+		if (r < 0)
+			return f->upload_error = r;
+	}
+	/* A new file the sandbox never had: its gaps are holes. */
+	if (ftruncate(f->fd, f->size) < 0)
+		return f->upload_error = -errno;
+	return 0;
+}
+
+static atomic_uint_fast64_t first_uploads;
+
+uint64_t file_state_first_uploads(void)
+{
+	return atomic_load(&first_uploads);
+}
+
+void file_state_upload_done(struct file_state *f, int r)
+{
+	if (r < 0) {
+		f->upload_error = r;
+		return;
+	}
+	/* Counted before the file stops being "only here", so a listing
+	 * that sees it as in the sandbox also sees the count move. */
+	if (!f->remote_exists)
+		atomic_fetch_add(&first_uploads, 1);
+	f->remote_exists = true;
+	f->ident[0] = '\0'; /* the sandbox's copy is a new one: ours */
+	f->identity_known = false;
+	f->adoptable = true;
+	f->upload_error = 0;
+}
+
+bool file_state_complete(const struct file_state *f)
+{
+	off_t gs, ge;
+	return !f->remote_exists ||
+	       !range_set_first_gap(&f->present, 0, f->size, &gs, &ge);
+}
+
+int file_state_upload(struct file_state *f, struct sb_backend *b,
+		      const char *guest_path)
+{
+	if (!f->dirty || f->unlinked)
+		return 0;
+	int r = file_state_upload_prepare(f, b, guest_path);
+	if (r < 0)
+		return r;
+	r = sb_write_file(b, guest_path, f->fd, f->size, f->mode);
+	file_state_upload_done(f, r);
+	return r;
+}
+
+void file_state_revalidate(struct file_state *f, off_t size,
+			   const struct timespec *mtime, bool from_sandbox)
+{
+	if (f->dirty)
+		return;
+	bool same_mtime = mtime->tv_sec == f->remote_mtime.tv_sec &&
+			  mtime->tv_nsec == f->remote_mtime.tv_nsec;
+	if (f->invalidated) {
+		f->invalidated = false;
+	} else if (!f->identity_known) {
+		if (!from_sandbox)
+			return; /* still what we uploaded, as far as we know */
+		if (f->adoptable && size == f->size) {
+			f->remote_mtime = *mtime;
+			f->identity_known = true;
+			return;
+		}
+	} else if (size == f->size && same_mtime) {
+		return;
+	}
+	drop_content(f);
+	if (ftruncate(f->fd, 0) < 0) {
+		/* the ranges are what count; the bytes are rewritten */
+	}
+	f->size = size;
+	f->remote_mtime = *mtime;
+	f->identity_known = from_sandbox;
+	f->adoptable = false;
+}

@@ -1,0 +1,128 @@
+/* The open-file spool: a local unlinked temp file per open file, shared by
+ * every handle on that inode. Reads fill it by windows fetched from the
+ * sandbox (capped, in-guest); writes land in it and are uploaded whole on
+ * flush/fsync through the backend's native write. */
+#ifndef SBFS_FILE_STATE_H
+#define SBFS_FILE_STATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "../../backends/backend.h"
+#include "range_set.h"
+#include "readahead.h"
+
+struct file_state {
+	/* The file lock: after the paths rwlock, before the queue locks and
+	 * the table lock (fs/lock_order.h); held across this file's backend
+	 * calls. */
+	pthread_mutex_t lock;
+	int fd;                  /* the spool */
+	struct range_set present;/* spool bytes that hold the file's data */
+	off_t size;              /* the file's current size */
+	mode_t mode;             /* permission bits, used when uploading new */
+	struct timespec mtime;   /* last local change, shown while dirty */
+	struct timespec remote_mtime; /* mtime of the sandbox copy cached */
+	/* After an upload the sandbox's mtime for our content is not known
+	 * yet: the first attributes the sandbox reports with the same size
+	 * name it, unless an sbexec or refresh came in between (adoptable is
+	 * then cleared: the sandbox may have rewritten the file). */
+	bool identity_known;
+	atomic_bool adoptable;
+	/* Set by a coherence point (sbexec, refresh): the sandbox may have
+	 * rewritten the file, even within its mtime's granularity (a whole
+	 * second on some backends), so a clean spool's content goes. */
+	atomic_bool invalidated;
+	/* Kept after the last close as a read cache (fs_core.c's LRU). */
+	struct node *owner;
+	struct file_state *lru_prev, *lru_next;
+	bool retained;
+	/* Local changes not yet uploaded. While set, the spool's size and
+	 * mtime are the file's; while clear, the node's cached attributes are,
+	 * and the spool is a cache of the sandbox copy named by remote_mtime
+	 * and size. Read without f->lock by attribute lookups: atomic. */
+	atomic_bool dirty;
+	bool written;            /* written or truncated since opened */
+	bool remote_exists;      /* the sandbox has the file */
+	bool unlinked;           /* removed while open: never uploaded */
+	int upload_error;        /* last failed upload (-errno), 0 if none */
+	unsigned handles;        /* open handles (the node holds the state) */
+	unsigned pins;           /* coherence passes using it unlocked */
+	off_t seq_next;          /* where a sequential reader reads next */
+	size_t window;           /* current read window */
+	/* Fetches under way (readahead.h): they stream into the spool
+	 * without f->lock, each into a range nothing else writes until it
+	 * is done; `fetched` is signalled as each one ends. */
+	struct range inflight[READ_INFLIGHT_MAX];
+	size_t n_inflight;
+	pthread_cond_t fetched;
+	/* Bumped whenever the spool's fetched content is dropped: a fetch
+	 * started before stops writing and its bytes are not used. */
+	atomic_uint_fast64_t content_gen;
+	/* The guest's identity line of the sandbox copy the fetched bytes
+	 * came from ("" before the first fetch): every window must show the
+	 * same, or the copy changed in between and the spool is dropped
+	 * rather than spliced. */
+	char ident[SB_IDENT_MAX];
+	/* A fetch found the sandbox's copy different from the attributes the
+	 * node had: op_read makes them be asked again. */
+	bool remote_changed;
+	bool warned_changing;    /* "keeps changing" logged once per spool */
+	/* Write-back mode (writeback.c): the journal entry holding this
+	 * spool and whether the journal holds its current content durably
+	 * (f->lock; every write and truncate clears it, so a close after an
+	 * unchanged one costs no fdatasync), and whether the upload queue
+	 * holds it (table lock). */
+	int64_t wb_seq;
+	bool wb_durable;
+	bool wb_queued;
+};
+
+/* A new state with an empty spool in dir. size is the remote size (0 for
+ * a new or truncated file). NULL with errno set on failure. */
+struct file_state *file_state_new(const char *spool_dir, off_t size,
+				  mode_t mode, bool remote_exists);
+void file_state_free(struct file_state *f);
+
+/* The following expect f->lock held. guest_path is where the file lives
+ * in the sandbox. */
+
+/* Copies up to len bytes at off into buf, fetching missing windows from
+ * the sandbox (and, on sequential access, the next ones concurrently).
+ * What one call returns is of one version of the sandbox's file: a change
+ * seen between windows drops what was fetched and reads again (-EIO if the
+ * file keeps changing, or if it changed under local unsaved writes).
+ * Returns bytes read or -errno. */
+ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
+			const char *guest_path, char *buf, size_t len,
+			off_t off);
+ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
+			 off_t off);
+int file_state_truncate(struct file_state *f, off_t size);
+/* Drops the cached content when the sandbox's copy is no longer the one
+ * the spool holds (a clean spool only). from_sandbox: the attributes are
+ * the sandbox's own, not the ones recorded at our upload. */
+void file_state_revalidate(struct file_state *f, off_t size,
+			   const struct timespec *mtime, bool from_sandbox);
+/* Uploads if dirty: fetches whatever part of the file the spool lacks,
+ * then one write_file call. Leaves dirty set: the caller clears it once the
+ * node shows the uploaded size and mtime. On failure the data stays. */
+int file_state_upload(struct file_state *f, struct sb_backend *b,
+		      const char *guest_path);
+/* The two halves of file_state_upload around the write call, for batch
+ * uploads: prepare fetches what the spool lacks and sizes it; done records
+ * a successful upload (or its failure, r < 0). */
+int file_state_upload_prepare(struct file_state *f, struct sb_backend *b,
+			      const char *guest_path);
+void file_state_upload_done(struct file_state *f, int r);
+/* How many files have reached the sandbox for the first time so far: a
+ * directory listing fetched while this moved may lack one of them. */
+uint64_t file_state_first_uploads(void);
+/* True when the spool holds the whole file (nothing to fetch). */
+bool file_state_complete(const struct file_state *f);
+
+#endif

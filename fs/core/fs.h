@@ -1,0 +1,73 @@
+/* The filesystem: the fs core (inode table, caches, spool, coherence).
+ * Knows the sandbox only through the backend interface and the kernel only
+ * through the notifications the adapter installs (fuse_adapter.h); its
+ * operations are in fs_ops.h. */
+#ifndef SBFS_FS_H
+#define SBFS_FS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include "../../backends/backend.h"
+#include "node_table.h"
+
+struct fs_config {
+	double attr_timeout; /* seconds attributes and entries stay cached */
+	double dir_timeout;  /* seconds a directory listing stays cached */
+	const char *spool_dir;
+	const char *log_path;       /* shown in status */
+	bool writeback;             /* -o writeback: see writeback.h */
+	size_t max_nodes;           /* node cache bound; 0 = none */
+	bool idmap_none;            /* -o idmap=none: no user mapping */
+	/* whom the sandbox's user shows as (-o uid=, gid=); 0 in both
+	 * fields of a zeroed config is root, so unset is -1 */
+	long owner_uid, owner_gid;
+};
+
+/* Kernel cache notifications, installed by the adapter; unset (NULL
+ * functions) without a kernel, as in unit tests. Sent with no fs lock
+ * held: the kernel may call back into the fs meanwhile. */
+struct fs_notify {
+	void *arg;
+	/* ino's attributes, and its cached pages from off for len bytes
+	 * (off -1: attributes only; len 0: to the end), are stale. */
+	void (*inode)(void *arg, uint64_t ino, int64_t off, int64_t len);
+	/* The cached name under parent is stale. */
+	void (*entry)(void *arg, uint64_t parent, const char *name,
+		      bool is_dir);
+};
+
+struct file_state;
+
+struct fs {
+	struct sb_backend *b;
+	struct node_table t;
+	struct fs_config cfg;
+	char *workdir;        /* the guest path the mount root shows */
+	uid_t uid;            /* the mounting user: the sandbox's user shows */
+	gid_t gid;            /* as this one unless -o idmap=none */
+	struct fs_notify notify;
+	/* Spools kept after their last close, as a read cache; most recently
+	 * closed first. Table lock. */
+	struct file_state *retained_head, *retained_tail;
+	size_t retained_count;
+	off_t retained_bytes;
+	struct wb *wb;        /* write-back queue; NULL in the default mode */
+	/* Told when f's upload landed (f->lock held), so write-back can drop
+	 * f's journal entry; installed by wb_start. The core does not call
+	 * into write-back: write-back is built on it. */
+	void (*upload_landed)(struct fs *fs, struct file_state *f);
+	/* The last statfs answer, kept like attributes (df and stress tools
+	 * ask for it constantly; its figures are advisory). Table lock. */
+	struct statvfs statfs_cache;
+	struct timespec statfs_expires;
+	uint64_t statfs_gen;
+	bool statfs_valid;
+};
+
+int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg);
+void fs_destroy(struct fs *fs);
+
+#endif

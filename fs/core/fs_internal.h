@@ -1,0 +1,84 @@
+/* The fs core's helpers, for what is built on it: the operations,
+ * write-back and the coherence points. */
+#ifndef SBFS_FS_INTERNAL_H
+#define SBFS_FS_INTERNAL_H
+
+#include <pthread.h>
+#include "file_state.h"
+#include "fs.h"
+#include "lock_order.h"
+
+/* The table lock and the file locks, in the order of lock_order.h. */
+static inline void table_lock(struct fs *fs)
+{
+	fs_mutex_lock(&fs->t.lock, FS_LOCK_TABLE);
+}
+static inline void table_unlock(struct fs *fs)
+{
+	fs_mutex_unlock(&fs->t.lock, FS_LOCK_TABLE);
+}
+static inline void file_lock(struct file_state *f)
+{
+	fs_mutex_lock(&f->lock, FS_LOCK_FILE);
+}
+static inline bool file_trylock(struct file_state *f)
+{
+	return fs_mutex_trylock(&f->lock, FS_LOCK_FILE);
+}
+static inline void file_unlock(struct file_state *f)
+{
+	fs_mutex_unlock(&f->lock, FS_LOCK_FILE);
+}
+
+struct timespec fs_now(void);
+/* A condition whose timed waits take deadlines from fs_now's clock. */
+void fs_cond_init_monotonic(pthread_cond_t *c);
+struct timespec fs_expiry(double seconds);
+
+/* workdir joined with a mount-relative path; malloc'd. */
+char *fs_guest_path(const struct fs *fs, const char *relpath);
+/* Guest path of a node, or NULL (with *err set) if it has none. Table lock
+ * held. */
+char *fs_node_guest_path(const struct fs *fs, const struct node *n, int *err);
+
+/* Attributes as the kernel should see them: owned by the mounting user,
+ * special files shown as empty regular files (the host kernel must never
+ * open a FIFO or device on the sandbox's behalf). */
+void fs_map_attr(const struct fs *fs, struct stat *st);
+void fs_unmap_owner(const struct fs *fs, uid_t *uid, gid_t *gid);
+
+/* A file with more than one name: a write, truncate or chmod through
+ * any other name changes what this one shows, so its attributes are
+ * never taken from the cache (nor cached by the kernel). Table lock
+ * held. */
+bool fs_attr_linked(const struct node *n);
+/* Attributes are authoritative locally while a spool exists. Table lock
+ * held. */
+bool fs_attr_fresh(const struct fs *fs, const struct node *n,
+		   const struct timespec *now);
+/* The node's attributes with the spool's size and mtime folded in. */
+void fs_node_stat(const struct node *n, struct stat *st);
+
+/* Uploads one node's dirty spool with f->lock held (table lock not) and
+ * records it (fs_record_upload). */
+int fs_upload_locked(struct fs *fs, struct node *n, struct file_state *f,
+		     const char *guest_path);
+/* What the mount knows once f's upload landed: f is clean, n shows its
+ * size (and, mtime_set: the sandbox has f's mtime too, so n's attributes
+ * stay cached). The one place an upload is recorded, synchronous or
+ * queued. f->lock held, table lock not. */
+void fs_record_upload(struct fs *fs, struct node *n, struct file_state *f,
+		      bool mtime_set);
+/* Uploads one node's dirty spool. Takes the file lock; table lock NOT
+ * held. The state must be pinned or held by a handle. */
+int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f);
+/* Drops a pin/handle reference: when nothing holds the spool and nothing
+ * is pending, it is kept as a read cache (within a budget) or freed.
+ * Table lock held. */
+void fs_file_unref(struct fs *fs, struct node *n);
+/* Takes a kept spool back into use (an open). Table lock held. */
+void fs_file_reuse(struct fs *fs, struct file_state *f);
+/* Frees n's spool if it is only kept as a read cache. Table lock held. */
+void fs_file_forget(struct fs *fs, struct node *n);
+
+#endif

@@ -1,0 +1,63 @@
+/* What the operations share (fs_node.c): checks, entries, attribute
+ * refreshes, paths of inodes, pinned spools and the kernel notifications.
+ * Above the core (core/fs_internal.h), below the operations (fs_ops.h). */
+#ifndef SBFS_FS_NODE_H
+#define SBFS_FS_NODE_H
+
+#include "core/fs_internal.h"
+#include "fs_ops.h"
+
+/* Kernel notifications (struct fs_notify), when a kernel listens. No fs
+ * lock held. */
+void fs_notify_inode(struct fs *fs, uint64_t ino, int64_t off, int64_t len);
+void fs_notify_entry(struct fs *fs, uint64_t parent, const char *name,
+		     bool is_dir);
+
+#define NAME_MAX_BYTES 255
+
+/* -EIO when the sandbox is gone: every operation but the root's getattr
+ * and those that only release something fails at once. */
+int fs_check_alive(const struct fs *fs);
+/* 0, or why a name can never be a file's (-EINVAL, -ENAMETOOLONG). */
+int fs_check_name(const char *name);
+/* The entry for n as the kernel is to cache it. Table lock held. */
+void fs_fill_entry(const struct fs *fs, const struct node *n,
+		   struct fs_entry *e);
+/* Records backend attributes on a node (mapped first). Table lock held. */
+void fs_record_attr(struct fs *fs, struct node *n, struct stat *st,
+		    const char *link);
+/* Attributes of a node made here (mkdir, create, symlink) without asking
+ * the sandbox what it just did. Table lock held. */
+void fs_record_new(struct fs *fs, struct node *n, mode_t mode, off_t size,
+		   const char *link);
+/* The mount changed an entry of directory ino. Table lock held. */
+void fs_entries_changed(struct fs *fs, uint64_t ino);
+/* Fetches fresh attributes for n (or, n NULL, for the would-be child name
+ * of parent). Table lock held on entry and exit, dropped around the
+ * backend call. The node, or NULL with *err. */
+struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
+			     const char *name, struct node *n, int *err);
+/* Guest path of inode ino / of its child name (checked); malloc'd, or
+ * NULL with *err. Table lock NOT held. */
+char *fs_path_of(struct fs *fs, uint64_t ino, int *err);
+char *fs_child_path_of(struct fs *fs, uint64_t parent, const char *name,
+		       int *err);
+/* A reference to n's spool for use without the table lock (NULL when it
+ * has none). Table lock held. */
+struct file_state *fs_pin_file(struct fs *fs, struct node *n);
+/* Drops it again. Table lock NOT held. */
+void fs_unpin_file(struct fs *fs, uint64_t ino);
+/* The spool of an open handle (fh), pinned; *np its node. */
+struct file_state *fs_handle_file(struct fs *fs, uint64_t fh,
+				  struct node **np);
+/* Replaces the cached listing of directory ino with the sandbox's. Table
+ * lock held, dropped around the call. -EAGAIN when the mount kept
+ * changing the directory during every try (nothing is cached then). */
+int fs_load_listing(struct fs *fs, uint64_t ino);
+/* Forgets the attributes of every node that is the sandbox file
+ * (dev, ino), here and in the kernel: its link count (by nlink_delta)
+ * and ctime changed with a link or unlink of another name. Table lock
+ * NOT held. */
+void fs_forget_same_file(struct fs *fs, dev_t dev, ino_t ino, int nlink_delta);
+
+#endif

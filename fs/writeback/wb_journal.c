@@ -1,0 +1,483 @@
+#include "wb_journal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../core/lock_order.h"
+
+struct wb_journal {
+	char dir[PATH_MAX];
+	char pointer[PATH_MAX];
+	int dirfd;
+	atomic_int_fast64_t seq;
+	/* The group commit (journal_commit). The commit lock is the
+	 * innermost of the fs (fs/core/lock_order.h), taken under a file
+	 * lock; no fsync runs while it is held. */
+	pthread_mutex_t commit_lock;
+	pthread_cond_t committed;
+	uint64_t staged;      /* entries whose names are in the folder, counted */
+	uint64_t durable;     /* the first this many are durable */
+	uint64_t failed_upto; /* the first this many were in an fsync that failed */
+	int failed_err;       /* its -errno */
+	bool syncing;         /* a close is leading an fsync of the folder */
+	uint64_t fsyncs;      /* of the folder, for status */
+};
+
+void wb_state_dir(char *buf, size_t len)
+{
+	const char *state = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+	if (state && *state)
+		snprintf(buf, len, "%s/sbfs", state);
+	else
+		snprintf(buf, len, "%s/.local/state/sbfs",
+			 home && *home ? home : "/tmp");
+}
+
+static int mkdir_parents(const char *path, bool last)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof p, "%s", path);
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	if (last && mkdir(p, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int write_durable(int dirfd, const char *name, const char *text)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof tmp, "%s.tmp", name);
+	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	size_t len = strlen(text);
+	int r = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 ? 0 : -EIO;
+	close(fd);
+	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
+		r = -errno;
+	if (r < 0)
+		unlinkat(dirfd, tmp, 0);
+	return r;
+}
+
+/* A path record, SEQ.path: a symlink whose target is the path, made
+ * durable with its name by the folder's fsync (a regular file's content
+ * would need an fsync of its own); a path longer than a symlink can hold
+ * goes in a regular file, fsync'd. */
+static int write_record(int dirfd, const char *name, const char *relpath)
+{
+	if (symlinkat(relpath, dirfd, name) == 0)
+		return 0;
+	if (errno != ENAMETOOLONG)
+		return -errno;
+	return write_durable(dirfd, name, relpath);
+}
+
+/* Replaces a path record at once: a new one beside it, renamed over it. */
+static int replace_record(int dirfd, const char *name, const char *relpath)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof tmp, "%s.new", name);
+	unlinkat(dirfd, tmp, 0); /* left by a replace that failed */
+	int r = write_record(dirfd, tmp, relpath);
+	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
+		r = -errno;
+	if (r < 0)
+		unlinkat(dirfd, tmp, 0);
+	return r;
+}
+
+/* Reads a path record of either kind into buf; its length, or -1. */
+static ssize_t read_record(int dirfd, const char *name, char *buf, size_t len)
+{
+	ssize_t n = readlinkat(dirfd, name, buf, len - 1);
+	if (n < 0 && errno == EINVAL) {
+		int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+		n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+	}
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+/* Makes every entry whose names are in the folder so far durable with one
+ * fsync of the folder, shared: the first close to arrive leads an fsync;
+ * those that arrive while it runs wait, and the first of them leads the
+ * next one, for all of them. Each close returns once an fsync that began
+ * after its own names were made has succeeded. 0 or -errno. */
+static int journal_commit(struct wb_journal *j)
+{
+	fs_mutex_lock(&j->commit_lock, FS_LOCK_JOURNAL);
+	uint64_t mine = ++j->staged;
+	int r = 0;
+	for (;;) {
+		/* A failed fsync fails what it covered, even if a later one
+		 * succeeds: after an error, the kernel may have dropped it. */
+		if (mine <= j->failed_upto) {
+			r = j->failed_err;
+			break;
+		}
+		if (mine <= j->durable)
+			break;
+		if (j->syncing) {
+			pthread_cond_wait(&j->committed, &j->commit_lock);
+			continue;
+		}
+		j->syncing = true;
+		uint64_t upto = j->staged;
+		fs_mutex_unlock(&j->commit_lock, FS_LOCK_JOURNAL);
+		int e = fsync(j->dirfd) < 0 ? -errno : 0;
+		fs_mutex_lock(&j->commit_lock, FS_LOCK_JOURNAL);
+		j->syncing = false;
+		j->fsyncs++;
+		if (e == 0) {
+			j->durable = upto;
+		} else {
+			j->failed_upto = upto;
+			j->failed_err = e;
+		}
+		pthread_cond_broadcast(&j->committed);
+	}
+	fs_mutex_unlock(&j->commit_lock, FS_LOCK_JOURNAL);
+	return r;
+}
+
+struct wb_journal *wb_journal_open(const char *spool_dir, const char *name,
+				   char *err, size_t errlen)
+{
+	struct wb_journal *j = calloc(1, sizeof *j);
+	char abs[PATH_MAX], state[PATH_MAX], owner[32];
+	if (!j || !realpath(spool_dir, abs)) {
+		snprintf(err, errlen, "write-back journal: spool directory %s: %s",
+			 spool_dir, strerror(j ? errno : ENOMEM));
+		free(j);
+		return NULL;
+	}
+	wb_state_dir(state, sizeof state);
+	snprintf(owner, sizeof owner, "%d\n", (int)getpid());
+	int r = 0;
+	if (snprintf(j->dir, sizeof j->dir, "%s/sbfs-journal-%s", abs, name) >=
+		    (int)sizeof j->dir ||
+	    snprintf(j->pointer, sizeof j->pointer, "%s/journal/%s", state,
+		     name) >= (int)sizeof j->pointer)
+		r = -ENAMETOOLONG;
+	if (r == 0 && mkdir(j->dir, 0700) < 0)
+		r = -errno;
+	if (r == 0) {
+		j->dirfd = open(j->dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+		r = j->dirfd < 0 ? -errno : write_durable(j->dirfd, "owner", owner);
+	}
+	if (r == 0)
+		r = mkdir_parents(j->pointer, false);
+	if (r == 0 && symlink(j->dir, j->pointer) < 0)
+		r = -errno;
+	if (r < 0) {
+		snprintf(err, errlen, "cannot set up the write-back journal in %s: %s "
+			 "(set -o spool_dir=DIR to a writable local directory)",
+			 j->dir, strerror(-r));
+		if (j->dirfd > 0)
+			close(j->dirfd);
+		rmdir(j->dir);
+		free(j);
+		return NULL;
+	}
+	pthread_mutex_init(&j->commit_lock, NULL);
+	pthread_cond_init(&j->committed, NULL);
+	return j;
+}
+
+static void remove_all(int dirfd)
+{
+	DIR *d = fdopendir(dup(dirfd));
+	if (!d)
+		return;
+	rewinddir(d);
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			unlinkat(dirfd, e->d_name, 0);
+	closedir(d);
+}
+
+void wb_journal_close(struct wb_journal *j, int keep)
+{
+	if (!j)
+		return;
+	if (!keep) {
+		remove_all(j->dirfd);
+		rmdir(j->dir);
+		unlink(j->pointer);
+	}
+	close(j->dirfd);
+	pthread_mutex_destroy(&j->commit_lock);
+	pthread_cond_destroy(&j->committed);
+	free(j);
+}
+
+int64_t wb_journal_add(struct wb_journal *j, int fd, const char *relpath)
+{
+	int64_t seq = atomic_fetch_add(&j->seq, 1) + 1;
+	char src[64], data[48], rec[48];
+	snprintf(src, sizeof src, "/proc/self/fd/%d", fd);
+	snprintf(data, sizeof data, "%lld.data", (long long)seq);
+	snprintf(rec, sizeof rec, "%lld.path", (long long)seq);
+	/* The data first: a name in the folder always holds durable data. */
+	if (fdatasync(fd) < 0)
+		return -errno;
+	if (linkat(AT_FDCWD, src, j->dirfd, data, AT_SYMLINK_FOLLOW) < 0)
+		return -errno;
+	int r = write_record(j->dirfd, rec, relpath);
+	if (r == 0)
+		r = journal_commit(j);
+	if (r < 0) {
+		unlinkat(j->dirfd, rec, 0);
+		unlinkat(j->dirfd, data, 0);
+		return r;
+	}
+	return seq;
+}
+
+void wb_journal_counts(struct wb_journal *j, uint64_t *entries,
+		       uint64_t *fsyncs)
+{
+	fs_mutex_lock(&j->commit_lock, FS_LOCK_JOURNAL);
+	*entries = j->staged;
+	*fsyncs = j->fsyncs;
+	fs_mutex_unlock(&j->commit_lock, FS_LOCK_JOURNAL);
+}
+
+int wb_journal_sync(struct wb_journal *j, int fd)
+{
+	(void)j;
+	return fdatasync(fd) < 0 ? -errno : 0;
+}
+
+int wb_journal_rename(struct wb_journal *j, int64_t seq, const char *relpath)
+{
+	char rec[48];
+	snprintf(rec, sizeof rec, "%lld.path", (long long)seq);
+	return replace_record(j->dirfd, rec, relpath);
+}
+
+void wb_journal_remove(struct wb_journal *j, int64_t seq)
+{
+	char name[48];
+	snprintf(name, sizeof name, "%lld.path", (long long)seq);
+	unlinkat(j->dirfd, name, 0);
+	snprintf(name, sizeof name, "%lld.data", (long long)seq);
+	unlinkat(j->dirfd, name, 0);
+}
+
+/* ---- recovery ---- */
+
+static bool owner_alive(int dirfd)
+{
+	char buf[32] = "", path[64], comm[32] = "";
+	int fd = openat(dirfd, "owner", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	int pid = n > 0 ? atoi(buf) : 0;
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof path, "/proc/%d/comm", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	bool alive = fgets(comm, sizeof comm, f) && strncmp(comm, "sbfs", 4) == 0;
+	fclose(f);
+	/* A zombie is gone for our purposes. */
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (f) {
+		char state = 0;
+		if (fscanf(f, "%*d (%*[^)]) %c", &state) == 1 && state == 'Z')
+			alive = false;
+		fclose(f);
+	}
+	return alive;
+}
+
+/* A mount-relative path must stay inside the unsaved folder. */
+static bool safe_relpath(const char *p)
+{
+	if (p[0] != '/' || strstr(p, "/../") || strstr(p, "//"))
+		return false;
+	size_t len = strlen(p);
+	return len > 1 && !(len >= 3 && strcmp(p + len - 3, "/..") == 0) &&
+	       strcmp(p, "/.") != 0;
+}
+
+static int copy_file(int srcdir, const char *name, const char *dst)
+{
+	int in = openat(srcdir, name, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0) {
+		int e = -errno;
+		close(in);
+		return e;
+	}
+	char buf[65536];
+	ssize_t n;
+	int r = 0;
+	while ((n = read(in, buf, sizeof buf)) > 0)
+		if (write(out, buf, (size_t)n) != n) {
+			r = errno ? -errno : -EIO;
+			break;
+		}
+	if (n < 0)
+		r = -errno;
+	if (r == 0 && fsync(out) < 0)
+		r = -errno;
+	close(in);
+	close(out);
+	if (r < 0)
+		unlink(dst);
+	return r;
+}
+
+/* The file goes to its place by a rename (move) or a hard link; from
+ * another file system, by a copy. */
+static int place(int srcdir, const char *name, bool move, const char *dst)
+{
+	int r = move ? renameat(srcdir, name, AT_FDCWD, dst)
+		     : linkat(srcdir, name, AT_FDCWD, dst, AT_SYMLINK_FOLLOW);
+	if (r == 0)
+		return 0;
+	if (errno != EXDEV)
+		return -errno;
+	r = copy_file(srcdir, name, dst);
+	if (r == 0 && move)
+		unlinkat(srcdir, name, 0);
+	return r;
+}
+
+int unsaved_save(int srcdir, const char *name, bool move, const char *relpath,
+		 const char *dest, char *saved_as, size_t len)
+{
+	char dst[PATH_MAX];
+	if (!safe_relpath(relpath))
+		return -EINVAL;
+	if (snprintf(dst, sizeof dst, "%s%s", dest, relpath) >= (int)sizeof dst)
+		return -ENAMETOOLONG;
+	int r = mkdir_parents(dst, false);
+	if (r < 0)
+		return r;
+	/* Never overwrite what an earlier save put there. */
+	size_t base = strlen(dst);
+	for (int i = 1; access(dst, F_OK) == 0 && i < 1000; i++)
+		if (snprintf(dst + base, sizeof dst - base, ".%d", i) >=
+		    (int)(sizeof dst - base))
+			return -ENAMETOOLONG;
+	r = place(srcdir, name, move, dst);
+	if (r == 0 && saved_as)
+		snprintf(saved_as, len, "%s", dst);
+	return r;
+}
+
+static size_t recover_one(const char *pointer, const char *name,
+			  const char *state, FILE *out)
+{
+	char dir[PATH_MAX];
+	ssize_t n = readlink(pointer, dir, sizeof dir - 1);
+	if (n <= 0) {
+		unlink(pointer);
+		return 0;
+	}
+	dir[n] = '\0';
+	int jfd = open(dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	if (jfd < 0) {
+		unlink(pointer); /* the folder went with its spool directory */
+		return 0;
+	}
+	if (owner_alive(jfd)) {
+		close(jfd);
+		return 0;
+	}
+	char dest[PATH_MAX];
+	if (snprintf(dest, sizeof dest, "%s/unsaved/%s", state, name) >=
+	    (int)sizeof dest) {
+		close(jfd);
+		return 0;
+	}
+	size_t saved = 0, lost = 0;
+	DIR *d = fdopendir(dup(jfd));
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (len < 6 || strcmp(e->d_name + len - 5, ".data") != 0)
+			continue;
+		char rec[300], rel[PATH_MAX] = "";
+		snprintf(rec, sizeof rec, "%.*s.path", (int)(len - 5), e->d_name);
+		ssize_t r = read_record(jfd, rec, rel, sizeof rel);
+		if (r <= 0 || !safe_relpath(rel))
+			snprintf(rel, sizeof rel, "/unnamed-%.*s", (int)(len - 5),
+				 e->d_name);
+		int sr = unsaved_save(jfd, e->d_name, true, rel, dest, NULL, 0);
+		if (sr == 0) {
+			saved++;
+		} else {
+			fprintf(out, "sbfs: mount %s: %s could not be saved in %s: %s\n",
+				name, rel, dest, strerror(-sr));
+			lost++;
+		}
+	}
+	if (d)
+		closedir(d);
+	if (saved)
+		fprintf(out, "sbfs: mount %s stopped with %zu file(s) not uploaded "
+			"to its sandbox; saved in %s\n", name, saved, dest);
+	if (lost) {
+		fprintf(out, "sbfs: mount %s: %zu pending file(s) could not be "
+			"moved; left in %s\n", name, lost, dir);
+		close(jfd);
+		return saved;
+	}
+	remove_all(jfd);
+	close(jfd);
+	rmdir(dir);
+	unlink(pointer);
+	return saved;
+}
+
+size_t wb_journal_recover(FILE *out)
+{
+	char state[PATH_MAX], jdir[PATH_MAX + 16];
+	wb_state_dir(state, sizeof state);
+	snprintf(jdir, sizeof jdir, "%s/journal", state);
+	DIR *d = opendir(jdir);
+	if (!d)
+		return 0;
+	size_t saved = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char pointer[PATH_MAX * 2];
+		snprintf(pointer, sizeof pointer, "%s/%s", jdir, e->d_name);
+		saved += recover_one(pointer, e->d_name, state, out);
+	}
+	closedir(d);
+	return saved;
+}
