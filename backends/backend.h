@@ -143,6 +143,17 @@ struct sb_remove {
 	int rc;
 };
 
+/* Where a backend's watch reports changes (watch_start). */
+struct sb_watch_sink {
+	void *arg;
+	/* relpath (mount-relative, "" the root) changed: st is what the
+	 * backend's stat would say of it now, or NULL when it is gone.
+	 * relpath NULL: changes were lost, anything may have changed. */
+	void (*changed)(void *arg, const char *relpath, const struct stat *st);
+	/* The watch ended for good, for a one-line reason. */
+	void (*lost)(void *arg, const char *why);
+};
+
 /* Each backend is a folder, backends/NAME/, defining one of these as
  * sb_NAME_ops, and NAME in backend_names (backends/meson.build). Required
  * slots: name, create, exec, destroy. Every file-op slot may be NULL: the
@@ -239,6 +250,17 @@ struct sb_backend_ops {
 	 * upload call (once per batch). May be NULL where a successful
 	 * upload already proves the sandbox ran when it ended. */
 	int (*confirm_alive)(struct sb_backend *b);
+
+	/* Change notifications (may be NULL: the mount then expires what it
+	 * caches after its timeouts). watch_start reports every later change
+	 * under the workspace, whoever made it, through sink, from a thread
+	 * of the backend's own; 0, or -errno when the workspace cannot be
+	 * watched. watch_settle delivers every change made before the call
+	 * (the end of an sbexec command): 0, or -errno once the watch is
+	 * lost. watch_stop ends it; no sink call runs after it returns. */
+	int (*watch_start)(struct sb_backend *b, const struct sb_watch_sink *sink);
+	int (*watch_settle)(struct sb_backend *b);
+	void (*watch_stop)(struct sb_backend *b);
 };
 
 /* Backend calls by kind, for `sbfs status`, tests and benchmarks. */
@@ -413,6 +435,10 @@ int sb_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
  * "batch remove"): the native remove_many slot or the shell fallback.
  * Each v[i].rc is set; returns 0 or the first error. */
 int sb_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n);
+/* The watch slots (sb_backend_ops); -ENOTSUP where the backend has none. */
+int sb_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink);
+int sb_watch_settle(struct sb_backend *b);
+void sb_watch_stop(struct sb_backend *b);
 
 /* ---- deadlines and transient errors (dispatch.c) ----
  * Every dispatched call except sbexec's exec (which keeps the user's -t)

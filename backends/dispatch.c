@@ -563,6 +563,27 @@ int sb_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n)
 	return first;
 }
 
+/* ---- the watch ----
+ * Not calls: no attempts, deadline or faults; the backend's own thread
+ * reports. A dead sandbox reports nothing more. */
+int sb_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink)
+{
+	return b->ops->watch_start ? b->ops->watch_start(b, sink) : -ENOTSUP;
+}
+
+int sb_watch_settle(struct sb_backend *b)
+{
+	if (sb_backend_is_dead(b))
+		return -EIO;
+	return b->ops->watch_settle ? b->ops->watch_settle(b) : -ENOTSUP;
+}
+
+void sb_watch_stop(struct sb_backend *b)
+{
+	if (b->ops->watch_stop)
+		b->ops->watch_stop(b);
+}
+
 const char *sb_call_name(enum sb_call c)
 {
 	static const char *const names[SB_CALL_COUNT] = {

@@ -331,8 +331,7 @@ void control_do_exec(struct conn *c, const struct request *rq)
 	char x = 'd';
 	if (write(io.done[1], &x, 1) < 0)
 		sb_debug("control: done pipe: %s", strerror(errno));
-	/* The command may have changed anything under the mount. */
-	control_invalidate(s, "");
+	control_command_ended(s);
 	if (rc < 0 && atomic_load(&io.client_gone)) {
 		/* aborted because nobody is listening: nobody to tell */
 	} else if (rc < 0 && sb_backend_is_dead(b)) {

@@ -352,6 +352,14 @@ void control_invalidate(struct control_server *s, const char *relpath)
 		s->hooks.invalidate(s->hooks.arg, relpath);
 }
 
+void control_command_ended(struct control_server *s)
+{
+	if (s->hooks.command_ended)
+		s->hooks.command_ended(s->hooks.arg);
+	else
+		control_invalidate(s, "");
+}
+
 static void do_sync(struct conn *c)
 {
 	char msg[SB_REASON_MAX];

@@ -19,6 +19,9 @@ struct control_hooks {
 	/* Drops cached attributes, listings and the kernel's caches for the
 	 * mount-relative path relpath and below ("" = everything). */
 	void (*invalidate)(void *arg, const char *relpath);
+	/* An sbexec command ended: forgets what it may have changed (all
+	 * that is cached, unless the backend's watch reports changes). */
+	void (*command_ended)(void *arg);
 	/* Adds the fs core's figures (pending uploads, ...) to a status
 	 * object. */
 	void (*status)(void *arg, json_t *obj);

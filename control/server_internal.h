@@ -66,6 +66,7 @@ void control_reply_error(struct conn *c, char frame_type, const char *msg);
 void control_cancel_conn(struct conn *c);
 int control_flush_all(struct control_server *s, char *msg, size_t msglen);
 void control_invalidate(struct control_server *s, const char *relpath);
+void control_command_ended(struct control_server *s);
 /* Runs one exec request to its end on connection c. */
 void control_do_exec(struct conn *c, const struct request *rq);
 

@@ -269,6 +269,24 @@ static void hook_invalidate(void *arg, const char *relpath)
 	fs_invalidate(arg, relpath);
 }
 
+static void hook_command_ended(void *arg)
+{
+	fs_command_ended(arg);
+}
+
+/* ---- the backend's watch ---- */
+
+static void watch_changed(void *arg, const char *relpath, const struct stat *st)
+{
+	fs_changed(arg, relpath, st);
+}
+
+static void watch_lost(void *arg, const char *why)
+{
+	(void)why; /* the backend logs it */
+	fs_watch_lost(arg);
+}
+
 static void hook_status(void *arg, json_t *obj)
 {
 	struct fs *fs = arg;
@@ -424,7 +442,7 @@ int sbfs_mount_run(struct mount_options *o)
 	struct fs fs;
 	bool fs_ready = false, mounted = false;
 	pthread_t hup;
-	bool hup_started = false;
+	bool hup_started = false, watching = false;
 	int report_fd = -1;
 	const char *log_where = o->log_path ? o->log_path
 				: o->foreground ? "the messages above"
@@ -451,6 +469,7 @@ int sbfs_mount_run(struct mount_options *o)
 		.idmap_none = o->idmap_none,
 		.owner_uid = o->owner_uid,
 		.owner_gid = o->owner_gid,
+		.timeouts_set = o->timeouts_set,
 	};
 	if (fs_init(&fs, b, &cfg) < 0) {
 		sb_err("out of memory");
@@ -473,6 +492,7 @@ int sbfs_mount_run(struct mount_options *o)
 		.arg = &fs,
 		.flush_all = hook_flush_all,
 		.invalidate = hook_invalidate,
+		.command_ended = hook_command_ended,
 		.status = hook_status,
 	};
 	ctl = control_server_start(sock, mountpoint, b, &hooks, err, sizeof err);
@@ -513,6 +533,15 @@ int sbfs_mount_run(struct mount_options *o)
 		goto out;
 	}
 	mounted = true;
+	/* Watched from the mount on: the kernel's notifications need it. */
+	const struct sb_watch_sink sink = {.arg = &fs, .changed = watch_changed,
+					   .lost = watch_lost};
+	if (o->watch && sb_watch_start(b, &sink) < 0)
+		sb_warn("-o watch: this sandbox cannot be watched (see above): cached attributes and listings expire after their timeouts");
+	else if (o->watch) {
+		watching = true;
+		atomic_store(&fs.watched, true);
+	}
 	if (b->spec.keep)
 		printf("%s\n", b->id);
 	fflush(stdout);
@@ -542,6 +571,11 @@ out:
 		 * unsaved folder. */
 		wb_stop(&fs, unsaved && (lost_count > 0 || saved_count == 0));
 	}
+	/* After the commands (which settle it) and the last uploads (which
+	 * tell it their changes), before the session, the fs and the
+	 * sandbox go. */
+	if (watching)
+		sb_watch_stop(b);
 	if (hup_started) {
 		hup_stop = 1;
 		sem_post(&hup_sem);

@@ -221,6 +221,10 @@ int mount_option_apply(struct mount_options *o, char *opt, char *err,
 		if (val)
 			return fail(err, errlen, "-o writeback takes no value (write -o writeback)");
 		o->writeback = true;
+	} else if (!strcmp(key, "watch")) {
+		if (val)
+			return fail(err, errlen, "-o watch takes no value (write -o watch)");
+		o->watch = true;
 	} else if ((r = std_option_apply(o, key, val, err, errlen)) != 0) {
 		return r < 0 ? -1 : 0;
 	} else {
@@ -303,9 +307,11 @@ void mount_options_usage(FILE *out)
 		"  -o keep             leave the sandbox after unmount and print its id\n"
 		"  -o attach=ID        mount an existing sandbox (kept after unmount)\n"
 		"  -o attr_timeout=S   cache attributes for S seconds (default 5;\n"
-		"                      30 with writeback)\n"
-		"  -o dir_timeout=S    cache listings for S seconds (default 5; 30 with\n"
-		"                      writeback)\n"
+		"                      30 with writeback; with watch, until changed)\n"
+		"  -o dir_timeout=S    cache listings for S seconds (defaults as above)\n"
+		"  -o watch            watch the sandbox for changes (local: inotify):\n"
+		"                      what is cached stays until it changes, and sbexec\n"
+		"                      forgets only what its command changed\n"
 		"  -o max_nodes=N      bound of the cached nodes (default 100000): past it,\n"
 		"                      what the kernel has forgotten is dropped\n"
 		"  -o spool_dir=DIR    local spool for open files (default $TMPDIR or /var/tmp)\n"
@@ -455,12 +461,22 @@ int mount_options_parse(int argc, char **argv, struct mount_options *o,
 			return fail(err, errlen, "unknown option '%.*s' for backend '%s' (see sbfs --help)",
 				    (int)strcspn(o->spec.options[i], "="), o->spec.options[i],
 				    backend->name);
+	if (o->watch && !backend->watch_start)
+		return fail(err, errlen,
+			    "-o watch: the %s backend cannot report the sandbox's changes (local can); leave it out",
+			    backend->name);
+	/* The watch tells the mount's own calls by what they left, which
+	 * only the native calls tell it: the shell's would all look like the
+	 * sandbox's changes. */
+	if (o->watch && o->shell_ops)
+		return fail(err, errlen, "-o watch: not with the testing aid shell_ops; leave one out");
 	if (o->spec.attach_id)
 		o->spec.keep = true; /* an attached sandbox is not ours to destroy */
 	/* Write-back trades freshness for round trips already; longer caches
 	 * keep a long job (git add of a tree) from re-asking the sandbox for
 	 * what it was told moments ago. sbexec and refresh still invalidate. */
 	double cache_default = o->writeback ? 30 : 5;
+	o->timeouts_set = o->attr_timeout >= 0 || o->dir_timeout >= 0;
 	if (o->attr_timeout < 0)
 		o->attr_timeout = cache_default;
 	if (o->dir_timeout < 0)

@@ -109,10 +109,34 @@ struct inval_list {
 	bool forget; /* drop our cache entries too (a subtree refresh) */
 };
 
+/* ino 0: no inode to notify; parent 0: no name. */
+static void push_inval(struct inval_list *l, uint64_t ino, uint64_t parent,
+		       const char *name, bool is_dir)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct inval *v = realloc(l->v, cap * sizeof *v);
+		if (!v)
+			return;
+		l->v = v;
+		l->cap = cap;
+	}
+	struct inval *e = &l->v[l->n];
+	e->ino = ino;
+	e->parent = parent;
+	e->name = parent ? strdup(name) : NULL;
+	e->is_dir = is_dir;
+	if (parent && !e->name)
+		return;
+	l->n++;
+}
+
 static void collect_inval(struct node *n, void *arg)
 {
 	struct inval_list *l = arg;
-	if (l->forget)
+	/* A dirty file's attributes are the mount's until it is uploaded:
+	 * forgotten, it would be asked of a sandbox that has not got it. */
+	if (l->forget && !(n->file && n->file->dirty))
 		node_forget_attr(n);
 	/* The sandbox may have rewritten any file: cached content goes,
 	 * whatever its size and mtime say. */
@@ -123,22 +147,8 @@ static void collect_inval(struct node *n, void *arg)
 	n->cached_content = false;
 	if (n->nlookup == 0)
 		return;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct inval *v = realloc(l->v, cap * sizeof *v);
-		if (!v)
-			return;
-		l->v = v;
-		l->cap = cap;
-	}
-	struct inval *e = &l->v[l->n];
-	e->ino = n->ino;
-	e->parent = n->parent ? n->parent->ino : 0;
-	e->name = n->parent ? strdup(n->name) : NULL;
-	e->is_dir = S_ISDIR(n->st.st_mode);
-	if (n->parent && !e->name)
-		return;
-	l->n++;
+	push_inval(l, n->ino, n->parent ? n->parent->ino : 0,
+		   n->parent ? n->name : NULL, S_ISDIR(n->st.st_mode));
 }
 
 static struct node *node_at(struct fs *fs, const char *relpath)
@@ -152,6 +162,22 @@ static struct node *node_at(struct fs *fs, const char *relpath)
 		n = node_child(&fs->t, n, c);
 	free(copy);
 	return n;
+}
+
+/* Tells the kernel, and frees l. Outside the table lock: the kernel may
+ * call back into us while it processes a notification. */
+static void send_invals(struct fs *fs, struct inval_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->v[i].ino)
+			fs_notify_inode(fs, l->v[i].ino, 0, 0);
+		if (l->v[i].name)
+			fs_notify_entry(fs, l->v[i].parent, l->v[i].name,
+					l->v[i].is_dir);
+	}
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].name);
+	free(l->v);
 }
 
 void fs_invalidate(struct fs *fs, const char *relpath)
@@ -169,22 +195,130 @@ void fs_invalidate(struct fs *fs, const char *relpath)
 		node_walk(top, collect_inval, &l);
 	table_unlock(fs);
 
-	/* Outside the table lock: the kernel may call back into us while it
-	 * processes a notification. */
-	for (size_t i = 0; i < l.n; i++) {
-		fs_notify_inode(fs, l.v[i].ino, 0, 0);
-		if (l.v[i].name)
-			fs_notify_entry(fs, l.v[i].parent, l.v[i].name,
-					l.v[i].is_dir);
-	}
-	for (size_t i = 0; i < l.n; i++)
-		free(l.v[i].name);
-	free(l.v);
+	send_invals(fs, &l);
 	/* What the kernel has forgotten is only a cache now stale: it goes,
 	 * so a refresh gives the memory back. */
 	table_lock(fs);
 	node_table_evict(&fs->t, 0);
 	table_unlock(fs);
+}
+
+/* Whether st (a stat of n's path now) is of the object n shows: the same
+ * type and, where the mount learnt it, the same inode in the sandbox. */
+static bool same_object(const struct node *n, const struct stat *st)
+{
+	return (st->st_mode & S_IFMT) == (n->st.st_mode & S_IFMT) &&
+	       (!n->guest_ino || (n->guest_ino == st->st_ino && n->guest_dev == st->st_dev));
+}
+
+/* Whether st shows what n shows, n's attributes being fresh. */
+static bool shows_same(const struct fs *fs, const struct node *n, const struct stat *raw)
+{
+	struct stat st = *raw;
+	fs_map_attr(fs, &st);
+	if ((st.st_mode & 07777) != (n->st.st_mode & 07777) ||
+	    st.st_uid != n->st.st_uid || st.st_gid != n->st.st_gid)
+		return false;
+	/* A directory's size and times move with its entries, whose own
+	 * changes are reported by name; a node the mount made had its
+	 * times guessed. */
+	if (S_ISDIR(st.st_mode))
+		return true;
+	return st.st_size == n->st.st_size && st.st_nlink == n->st.st_nlink &&
+	       (n->attr_made_here || (st.st_mtim.tv_sec == n->st.st_mtim.tv_sec &&
+				      st.st_mtim.tv_nsec == n->st.st_mtim.tv_nsec));
+}
+
+void fs_changed(struct fs *fs, const char *relpath, const struct stat *st)
+{
+	char *dir = relpath ? strdup(relpath) : NULL;
+	if (!dir) {
+		table_lock(fs);
+		fs->changes++;
+		table_unlock(fs);
+		fs_invalidate(fs, "");
+		return;
+	}
+	/* A name the mount removed, its remove queued (write-back): the
+	 * sandbox still has it, the mount rightly does not. Asked before the
+	 * table lock, which comes after the queue's. */
+	const struct sb_call_hooks *h = fs->b->hooks;
+	if (st && h && h->gone) {
+		char *rooted = NULL, *guest = NULL;
+		if (asprintf(&rooted, "/%s", relpath) >= 0)
+			guest = fs_guest_path(fs, rooted);
+		if (guest && h->gone(h->arg, guest))
+			st = NULL;
+		free(guest);
+		free(rooted);
+	}
+	struct inval_list l = {.forget = true};
+	struct timespec now = fs_now();
+	table_lock(fs);
+	char *slash = strrchr(dir, '/');
+	const char *name = slash ? slash + 1 : dir;
+	if (slash)
+		*slash = '\0';
+	struct node *p = !*relpath ? NULL : node_at(fs, slash ? dir : "");
+	struct node *n = !*relpath ? fs->t.root : p ? node_child(&fs->t, p, name) : NULL;
+	/* The stat was taken before this lock: the mount may have changed
+	 * the path since, so a report only ever makes the mount ask again,
+	 * never tells it what to show. */
+	if (n && n->file && n->file->dirty) {
+		/* the mount's copy is what counts until it is uploaded; its
+		 * upload's report then says what the sandbox holds */
+	} else if (n && st && same_object(n, st)) {
+		/* The same object, changed: its attributes and content, for
+		 * the mount and the kernel (which may hold attributes the
+		 * mount's have outlived). One whose fresh attributes show the
+		 * same is the mount's own change coming back. */
+		if (!fs_attr_fresh(fs, n, &now) || !shows_same(fs, n, st)) {
+			fs->changes++;
+			collect_inval(n, &l);
+		}
+	} else if (n || st) {
+		/* Made, gone or replaced: the node and what is below it, and
+		 * the listing that named it or not. */
+		fs->changes++;
+		if (n)
+			node_walk(n, collect_inval, &l);
+		else if (p && p->nlookup)
+			push_inval(&l, 0, p->ino, name, false); /* a negative entry */
+		if (p) {
+			node_forget_attr(p);
+			if (p->nlookup)
+				push_inval(&l, p->ino, 0, NULL, true);
+		}
+	}
+	table_unlock(fs);
+	if (l.n)
+		sb_debug("watch: %s changed (%s): %zu forgotten", relpath,
+			 !st ? "gone" : !n ? "new" : "changed", l.n);
+	send_invals(fs, &l);
+	free(dir);
+}
+
+void fs_command_ended(struct fs *fs)
+{
+	if (atomic_load(&fs->watched)) {
+		/* Read before the settle: the commands ended by then have
+		 * all their changes queued for it. */
+		uint64_t mark = sb_exec_quiet_mark(fs->b);
+		if (sb_watch_settle(fs->b) == 0) {
+			atomic_store(&fs->settled_exec_mark, mark);
+			table_lock(fs);
+			fs->statfs_valid = false; /* the command may have filled the disk */
+			table_unlock(fs);
+			return;
+		}
+	}
+	fs_invalidate(fs, "");
+}
+
+void fs_watch_lost(struct fs *fs)
+{
+	atomic_store(&fs->watched, false);
+	fs_invalidate(fs, "");
 }
 
 static void collect_pending(struct node *n, void *arg)
@@ -215,6 +349,7 @@ void fs_status(struct fs *fs, json_t *obj)
 	json_object_set_new(obj, "pending_uploads", pending);
 	wb_status(fs, obj);
 	json_object_set_new(obj, "pid", json_integer(getpid()));
+	json_object_set_new(obj, "watched", json_boolean(atomic_load(&fs->watched)));
 	json_object_set_new(obj, "workdir", json_string(fs->workdir));
 	json_object_set_new(obj, "cached_nodes", json_integer((json_int_t)nodes));
 	json_object_set_new(obj, "max_nodes", json_integer((json_int_t)max_nodes));

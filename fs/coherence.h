@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "core/fs.h"
 
@@ -15,6 +16,18 @@ int fs_flush_all(struct fs *fs, char *msg, size_t msglen);
  * directory holding queued files). */
 int fs_flush_dirty(struct fs *fs, char *msg, size_t msglen);
 void fs_invalidate(struct fs *fs, const char *relpath);
+/* The backend's watch (sb_watch_sink) reports relpath changed, st being
+ * what it is now (NULL: gone; relpath NULL: anything may have changed).
+ * Forgets that path, what is below it and its parent's listing, and
+ * tells the kernel; nothing when st shows what the mount already shows
+ * (its own change coming back). */
+void fs_changed(struct fs *fs, const char *relpath, const struct stat *st);
+/* An sbexec command ended: the changes it made are forgotten (where the
+ * backend watches, once they are all reported; elsewhere everything
+ * cached). */
+void fs_command_ended(struct fs *fs);
+/* The watch ended: what is cached expires after the timeouts again. */
+void fs_watch_lost(struct fs *fs);
 void fs_status(struct fs *fs, json_t *obj);
 /* What the unmount save did with the files still waiting for upload. */
 struct fs_save_report {

@@ -53,6 +53,7 @@ struct listing_start {
 	uint64_t first_uploads; /* file_state_first_uploads() */
 	uint64_t gen;		/* the table's coherence generation */
 	uint64_t exec_mark;	/* sb_exec_quiet_mark(): sbexec commands */
+	uint64_t changes;	/* fs->changes: changes the watch reported */
 };
 
 /* Replaces the cached listing of directory node p with list, fetched
@@ -62,7 +63,7 @@ static void apply_listing(struct fs *fs, struct node *p,
 			  const struct listing_start *before)
 {
 	uint64_t mark = ++p->list_mark;
-	struct timespec exp = fs_expiry(fs->cfg.attr_timeout);
+	struct timespec exp = fs_cache_expiry(fs, fs->cfg.attr_timeout, before->changes);
 	p->list_gen = before->gen;
 	p->list_exec_mark = before->exec_mark;
 	for (size_t i = 0; i < list->n; i++) {
@@ -93,7 +94,7 @@ static void apply_listing(struct fs *fs, struct node *p,
 		c = next;
 	}
 	p->list_set = true;
-	p->list_expires = fs_expiry(fs->cfg.dir_timeout);
+	p->list_expires = fs_cache_expiry(fs, fs->cfg.dir_timeout, before->changes);
 }
 
 int fs_load_listing(struct fs *fs, uint64_t ino)
@@ -109,6 +110,7 @@ int fs_load_listing(struct fs *fs, uint64_t ino)
 			.first_uploads = file_state_first_uploads(),
 			.gen = fs->t.gen,
 			.exec_mark = sb_exec_quiet_mark(fs->b),
+			.changes = fs->changes,
 		};
 		table_unlock(fs);
 		struct sb_dirlist list = {0};

@@ -408,8 +408,13 @@ static int record_setattr(struct fs *fs, uint64_t ino, bool has_spool,
 		}
 		if (to_set & FS_SET_ATIME)
 			n->st.st_atim = (to_set & FS_SET_ATIME_NOW) ? now : attr->st_atim;
-		if (to_set & FS_SET_MTIME)
+		if (to_set & FS_SET_MTIME) {
 			n->st.st_mtim = (to_set & FS_SET_MTIME_NOW) ? now : attr->st_mtim;
+			/* A time set explicitly is the directory's mtime from
+			 * now on: entry changes before it no longer raise it
+			 * when its attributes are asked again. */
+			n->entries_changed_at = (struct timespec){0, 0};
+		}
 		if (to_set & FS_SET_UID)
 			n->st.st_uid = attr->st_uid;
 		if (to_set & FS_SET_GID)

@@ -34,11 +34,11 @@ void fs_fill_entry(const struct fs *fs, const struct node *n,
 	e->entry_timeout = fs->cfg.attr_timeout;
 }
 
-void fs_record_attr(struct fs *fs, struct node *n, struct stat *st,
+void fs_record_attr(struct fs *fs, struct node *n, uint64_t since, struct stat *st,
 		    const char *link)
 {
 	fs_map_attr(fs, st);
-	struct timespec exp = fs_expiry(fs->cfg.attr_timeout);
+	struct timespec exp = fs_cache_expiry(fs, fs->cfg.attr_timeout, since);
 	node_set_attr(&fs->t, n, st, link, &exp);
 }
 
@@ -56,7 +56,8 @@ void fs_record_new(struct fs *fs, struct node *n, mode_t mode, off_t size,
 	st.st_gid = fs->b->guest_gid;
 	clock_gettime(CLOCK_REALTIME, &st.st_mtim);
 	st.st_atim = st.st_ctim = st.st_mtim;
-	fs_record_attr(fs, n, &st, link);
+	fs_record_attr(fs, n, fs->changes, &st, link);
+	n->attr_made_here = true;
 }
 
 /* The mount changed an entry of directory ino (table lock held). */
@@ -89,6 +90,7 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 	if (!path)
 		return NULL;
 	uint64_t pino = parent ? parent->ino : 0, nino = n ? n->ino : 0;
+	uint64_t since = fs->changes;
 	table_unlock(fs);
 	struct stat st;
 	char *link = NULL;
@@ -120,7 +122,7 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 		}
 	}
 	if (!n->file || !n->file->dirty)
-		fs_record_attr(fs, n, &st, link);
+		fs_record_attr(fs, n, since, &st, link);
 	free(link);
 	return n;
 }

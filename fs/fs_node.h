@@ -24,7 +24,7 @@ int fs_check_name(const char *name);
 void fs_fill_entry(const struct fs *fs, const struct node *n,
 		   struct fs_entry *e);
 /* Records backend attributes on a node (mapped first). Table lock held. */
-void fs_record_attr(struct fs *fs, struct node *n, struct stat *st,
+void fs_record_attr(struct fs *fs, struct node *n, uint64_t since, struct stat *st,
 		    const char *link);
 /* Attributes of a node made here (mkdir, create, symlink) without asking
  * the sandbox what it just did. Table lock held. */

@@ -210,7 +210,7 @@ static int new_child(struct fs *fs, uint64_t parent, const char *name,
 			n->list_set = true;
 			n->list_gen = bc.gen;
 			n->list_exec_mark = bc.exec_mark;
-			n->list_expires = fs_expiry(fs->cfg.dir_timeout);
+			n->list_expires = fs_cache_expiry(fs, fs->cfg.dir_timeout, fs->changes);
 		}
 		n->nlookup++;
 		fs_fill_entry(fs, n, e);
@@ -364,9 +364,9 @@ static int record_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 		if (st->st_nlink == 0 && old)
 			st->st_nlink = (old->st.st_nlink ? old->st.st_nlink : 1) + 1;
 		struct stat copy = *st;
-		fs_record_attr(fs, n, st, target);
+		fs_record_attr(fs, n, fs->changes, st, target);
 		if (old && old != n)
-			fs_record_attr(fs, old, &copy, target);
+			fs_record_attr(fs, old, fs->changes, &copy, target);
 		n->seen_mark = p->list_mark;
 		n->nlookup++;
 		fs_fill_entry(fs, n, e);

@@ -262,4 +262,7 @@ const struct sb_backend_ops sb_local_ops = {
 	.list_owned = local_list_owned,
 	.remove_many = local_remove_many,
 	.confirm_alive = local_confirm_alive,
+	.watch_start = local_watch_start,
+	.watch_settle = local_watch_settle,
+	.watch_stop = local_watch_stop,
 };

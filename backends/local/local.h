@@ -1,7 +1,7 @@
 /* Private to the local backend: local.c (its life), local_workspace.c
  * (the host directory), local_bwrap.c (the sandbox process), local_exec.c
  * (commands in it), local_files.c (native file operations on the host
- * workspace dir). */
+ * workspace dir), local_watch.c (its changes, reported by inotify). */
 #ifndef SBFS_BACKENDS_LOCAL_H
 #define SBFS_BACKENDS_LOCAL_H
 
@@ -9,6 +9,7 @@
 #include "local_userns.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -28,6 +29,9 @@ struct local {
 	int userns_fd;        /* the mapped user namespace, or -1 */
 	char stage_dir[4200]; /* host_dir bound where the mapped ids may reach it */
 	bool staged;          /* stage_dir is mounted, by us */
+	/* change notifications, while watched; read by the file
+	 * operations of any thread */
+	struct local_watch *_Atomic watch;
 };
 
 /* local.c: a one-line reason for b->error, printf-style */
@@ -56,6 +60,14 @@ int local_spawn_bwrap(struct sb_backend *b, struct local *l);
 int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	       struct sb_exec_result *res);
 
+/* local_watch.c: inotify on the workspace (the backend's watch slots) */
+int local_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink);
+int local_watch_settle(struct sb_backend *b);
+void local_watch_stop(struct sb_backend *b);
+/* The mount changed rel (mount-relative) through a file operation, which
+ * left it as st: its report is not news. No-op unwatched. */
+void local_watch_note(struct sb_backend *b, const char *rel, const struct stat *st);
+
 /* local_files.c */
 int local_write_files(struct sb_backend *b, struct sb_upload *v, size_t n);
 int local_write_file(struct sb_backend *b, const char *path, int fd,
@@ -64,6 +76,10 @@ int local_list_dir(struct sb_backend *b, const char *path,
 		   struct sb_dirlist *out);
 int local_stat(struct sb_backend *b, const char *path, struct stat *st,
 	       char **link_target);
+/* local_stat without the guest's help: -ELOOP where a symlink is on the
+ * way (the watch asks from its own thread, which runs no commands) */
+int local_stat_native(struct sb_backend *b, const char *path, struct stat *st,
+		      char **link_target);
 int local_mkdir(struct sb_backend *b, const char *path, mode_t mode);
 int local_remove(struct sb_backend *b, const char *path, bool is_dir);
 int local_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n);

@@ -46,6 +46,20 @@ static const char *relative(struct sb_backend *b, const char *path)
 	return path;
 }
 
+/* Tells the watch what the mount's own change left at path (the entry
+ * name in dirfd, or fd itself): its report is then not news. */
+static void note_own_change(struct sb_backend *b, const char *path, int dirfd,
+			    const char *name, int fd)
+{
+	struct local *l = b->priv;
+	struct stat st;
+	const char *rel = relative(b, path);
+	if (!atomic_load(&l->watch) || !rel)
+		return;
+	if ((fd >= 0 ? fstat(fd, &st) : fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW)) == 0)
+		local_watch_note(b, rel, &st);
+}
+
 static int open_beneath(int wsfd, const char *rel, int *out)
 {
 	struct open_how how = {
@@ -274,6 +288,8 @@ int local_write_file(struct sb_backend *b, const char *path, int fd,
 	}
 	if (rc == 0)
 		rc = ftruncate(out, 0) < 0 ? -errno : copy_from(out, fd, size);
+	if (rc == 0)
+		note_own_change(b, path, -1, NULL, out);
 	if (close(out) < 0 && rc == 0)
 		rc = -errno;
 	return rc;
@@ -368,15 +384,13 @@ int local_list_dir(struct sb_backend *b, const char *path,
 	return rc;
 }
 
-int local_stat(struct sb_backend *b, const char *path, struct stat *st,
-	       char **link_target)
+int local_stat_native(struct sb_backend *b, const char *path, struct stat *st,
+		      char **link_target)
 {
 	if (link_target)
 		*link_target = NULL;
 	struct loc lc;
 	int rc = locate(b, path, &lc);
-	if (rc == -ELOOP)
-		return shell_stat(b, path, st, link_target);
 	if (rc < 0)
 		return rc;
 	rc = stat_at(lc.dirfd, lc.name, st, link_target);
@@ -384,6 +398,13 @@ int local_stat(struct sb_backend *b, const char *path, struct stat *st,
 	if (rc == 0)
 		show_guest_ids(b, st);
 	return rc;
+}
+
+int local_stat(struct sb_backend *b, const char *path, struct stat *st,
+	       char **link_target)
+{
+	int rc = local_stat_native(b, path, st, link_target);
+	return rc == -ELOOP ? shell_stat(b, path, st, link_target) : rc;
 }
 
 /* The common shape: locate, hand links on the way to the guest, run op. */
@@ -396,6 +417,8 @@ int local_stat(struct sb_backend *b, const char *path, struct stat *st,
 		if (rc < 0)                               \
 			return rc;                        \
 		rc = (body) < 0 ? -errno : 0;             \
+		if (rc == 0)                              \
+			note_own_change(b, (path), lc.dirfd, lc.name, -1); \
 		close(lc.dirfd);                          \
 		return rc;                                \
 	} while (0)
@@ -510,6 +533,8 @@ int local_truncate(struct sb_backend *b, const char *path, off_t size)
 		rc = -EINVAL;
 	else if (ftruncate(fd, size) < 0)
 		rc = -errno;
+	else
+		note_own_change(b, path, -1, NULL, fd);
 	close(fd);
 	return rc;
 }

@@ -6,6 +6,7 @@
 #define SBFS_FS_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
@@ -24,6 +25,9 @@ struct fs_config {
 	/* whom the sandbox's user shows as (-o uid=, gid=); 0 in both
 	 * fields of a zeroed config is root, so unset is -1 */
 	long owner_uid, owner_gid;
+	/* -o attr_timeout or dir_timeout given: they hold even while the
+	 * backend reports changes (fs_changed) */
+	bool timeouts_set;
 };
 
 /* Kernel cache notifications, installed by the adapter; unset (NULL
@@ -55,6 +59,19 @@ struct fs {
 	size_t retained_count;
 	off_t retained_bytes;
 	struct wb *wb;        /* write-back queue; NULL in the default mode */
+	/* While the backend's watch reports every change (coherence.h:
+	 * fs_changed), what the mount caches stays until a change to it is
+	 * reported, not for a timeout. */
+	atomic_bool watched;
+	/* Changes reported so far. Table lock. A call during which one
+	 * arrived may have seen the path before it: what it told expires
+	 * after the timeout, as unwatched (fs_cache_expiry). */
+	uint64_t changes;
+	/* sb_exec_quiet_mark when the watch last settled after a command:
+	 * while it is still the mark, every change any command made has been
+	 * reported, so a listing not forgotten since is still all there is
+	 * (fs_command_ended). */
+	_Atomic uint64_t settled_exec_mark;
 	/* Told when f's upload landed (f->lock held), so write-back can drop
 	 * f's journal entry; installed by wb_start. The core does not call
 	 * into write-back: write-back is built on it. */

@@ -26,6 +26,13 @@ void fs_cond_init_monotonic(pthread_cond_t *c)
 	pthread_condattr_destroy(&ca);
 }
 
+struct timespec fs_cache_expiry(const struct fs *fs, double ttl, uint64_t since)
+{
+	if (atomic_load(&fs->watched) && !fs->cfg.timeouts_set && fs->changes == since)
+		return fs_expiry(FS_WATCHED_TTL_S);
+	return fs_expiry(ttl);
+}
+
 struct timespec fs_expiry(double seconds)
 {
 	struct timespec ts = fs_now();
@@ -157,7 +164,8 @@ void fs_record_upload(struct fs *fs, struct node *n, struct file_state *f,
 	table_lock(fs);
 	struct stat st;
 	fs_node_stat(n, &st);
-	struct timespec exp = mtime_set ? fs_expiry(fs->cfg.attr_timeout) : fs_now();
+	struct timespec exp = mtime_set ? fs_cache_expiry(fs, fs->cfg.attr_timeout, fs->changes)
+					: fs_now();
 	node_set_attr(&fs->t, n, &st, NULL, &exp);
 	if (mtime_set) {
 		f->remote_mtime = f->mtime;

@@ -34,6 +34,9 @@ struct timespec fs_now(void);
 /* A condition whose timed waits take deadlines from fs_now's clock. */
 void fs_cond_init_monotonic(pthread_cond_t *c);
 struct timespec fs_expiry(double seconds);
+/* How long a watched mount keeps what no reported change touched: for
+ * good, in effect (a year). */
+#define FS_WATCHED_TTL_S (365.0 * 24 * 3600)
 
 /* workdir joined with a mount-relative path; malloc'd. */
 char *fs_guest_path(const struct fs *fs, const char *relpath);
@@ -45,6 +48,10 @@ char *fs_node_guest_path(const struct fs *fs, const struct node *n, int *err);
  * special files shown as empty regular files (the host kernel must never
  * open a FIFO or device on the sandbox's behalf). */
 void fs_map_attr(const struct fs *fs, struct stat *st);
+/* When what a backend call told expires: ttl seconds from now; while the
+ * mount is watched, not before a change is reported, if none was since
+ * `since` (fs->changes before the call). Table lock held. */
+struct timespec fs_cache_expiry(const struct fs *fs, double ttl, uint64_t since);
 void fs_unmap_owner(const struct fs *fs, uid_t *uid, gid_t *gid);
 
 /* A file with more than one name: a write, truncate or chmod through

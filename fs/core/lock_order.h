@@ -18,7 +18,11 @@
  *      under a file lock by a close joining a group commit; never held
  *      across an fsync.
  *
- * No lock is held while a kernel notification is sent (fs_notify_*): the
+ * Outside the fs: a backend's watch (local_watch.c) holds its own lock
+ * while it reports a change (fs_changed), so that lock comes before all
+ * of these; the fs never calls into a watch holding one of them.
+ *
+ * No fs lock is held while a kernel notification is sent (fs_notify_*): the
  * kernel may call back into the fs while it processes one.
  *
  * file_state_free takes a file lock under the table lock: the state is

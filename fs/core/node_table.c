@@ -332,6 +332,7 @@ void node_set_attr(struct node_table *t, struct node *n, const struct stat *st,
 	n->attr_gen = t->gen;
 	n->attr_expires = *expires;
 	n->attr_set = true;
+	n->attr_made_here = false;
 }
 
 void node_forget_attr(struct node *n)

@@ -37,6 +37,9 @@ struct node {
 	uint64_t attr_gen;
 	struct timespec attr_expires;
 	bool attr_set;
+	/* The attributes are the mount's own guess (fs_record_new): a
+	 * stat's mtime may differ from them without anything changed. */
+	bool attr_made_here;
 
 	/* Cached listing of this directory: every child that exists has a
 	 * node with fresh attributes, so a name without one is absent. It is

@@ -456,13 +456,19 @@ def extras(base, p, timeout, out):
         return
     try:
         n = p["exec_n"]
+
+        def sbexec_true_ms():
+            """n runs of `sbexec true`, each in ms."""
+            ms = []
+            for _ in range(n):
+                t0 = time.monotonic()
+                subprocess.run(["timeout", "30", SBEXEC, "-m", t.path, "--", "true"],
+                               cwd=t.path, check=False)
+                ms.append((time.monotonic() - t0) * 1000)
+            return ms
+
         st0 = sbfs_status(t.path)
-        times = []
-        for _ in range(n):
-            t0 = time.monotonic()
-            subprocess.run(["timeout", "30", SBEXEC, "-m", t.path, "--", "true"],
-                           cwd=t.path, check=False)
-            times.append((time.monotonic() - t0) * 1000)
+        times = sbexec_true_ms()
         st1 = sbfs_status(t.path)
         d = calls_delta(st0, st1)
         line = (f"`sbexec true` × {n} (0 ms): mean {statistics.mean(times):.1f} ms, "
@@ -492,6 +498,29 @@ def extras(base, p, timeout, out):
                      f"{statistics.median(times) - statistics.median(raw):+.1f} ms")
         elif not init:
             line += "; raw exec not measurable in isolation for this backend"
+        out.append(line)
+        log("  " + line)
+
+        # The cost of the cache an sbexec must keep coherent: N entries
+        # listed (and so cached) before the runs.
+        sizes = []
+        made = 0
+        for want in (1000, 10000):
+            subprocess.run(["timeout", "120", SBEXEC, "-m", t.path, "--", "sh", "-c",
+                            'mkdir -p cache && cd cache && i=$1; '
+                            'while [ "$i" -lt "$2" ]; do : > "e$i"; i=$((i+1)); done',
+                            "sh", str(made), str(want)],
+                           cwd=t.path, check=False, capture_output=True)
+            made = want
+            subprocess.run(["ls", "-l", os.path.join(t.path, "cache")],
+                           capture_output=True, check=False)
+            runs = sbexec_true_ms()
+            sizes.append(f"{want:,} entries cached: median {statistics.median(runs):.1f} ms")
+        st2 = sbfs_status(t.path)
+        line = (f"`sbexec true` × {n} (0 ms) with the cache filled: "
+                + "; ".join(sizes)
+                + f" (empty cache: median {statistics.median(times):.1f} ms; "
+                f"mount watched: {(st2 or {}).get('watched', '?')})")
         out.append(line)
         log("  " + line)
 

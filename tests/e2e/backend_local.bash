@@ -103,6 +103,8 @@ backend_disk_refusal() {
 	echo "sbfs: error: backend 'local' can enforce disk= only when sbfs runs as root (it mounts the workspace on a file system of that size); drop disk= or run sbfs as root"
 }
 backend_host_workspace() { echo "$T/root/$SBFS_SANDBOX"; }
+# inotify on the host workspace; refused with the shell_ops testing aid
+backend_watches_changes() { [[ $SBFS_TEST_OPTS != *shell_ops* ]]; }
 
 # _local_refresh_procs REC: add the daemon's current descendants (sbexec
 # commands started more of them) to REC/procs.

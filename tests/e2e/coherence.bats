@@ -111,3 +111,136 @@ subdir_link_counts() {
 		sys.exit(0 if ok else "the open files read back wrong after unlink/rename")
 	PY
 }
+
+# ---- -o watch: the backend reports the sandbox's changes (local: inotify) ----
+
+# mount_watched: a mount with -o watch, or skip where the backend has none.
+mount_watched() {
+	backend_watches_changes || skip "the ${SBFS_TEST_BACKEND:-} backend does not report changes"
+	mount_sbfs -n watched -o "watch${1:+,$1}"
+}
+
+# Changes made behind the mount's back, not by an sbexec the mount waits
+# for: with the default timeouts (5 s) an unwatched mount would show the
+# old listing and content for seconds; a watched one shows them within a
+# poll.
+@test "-o watch: a change made in the sandbox outside sbexec shows at once" {
+	mount_watched
+	ws=$(backend_host_workspace)
+	[[ -n $ws ]] || skip "no host workspace to write behind the mount's back"
+	assert_eq "$(status_json | jq .watched)" true "sbfs status: watched"
+	mkdir "$MNT/d"
+	printf one >"$MNT/d/f"
+	sbfs sync "$MNT" # write-back: landed before the sandbox writes over it
+	ls -l "$MNT/d" >/dev/null
+	assert_eq "$(cat "$MNT/d/f")" one "content before"
+	printf new >"$ws/d/g"
+	printf two >"$ws/d/f"
+	mkdir "$ws/d/sub" && printf deep >"$ws/d/sub/x"
+	poll 3 test -e "$MNT/d/g" || fail "a name made in the sandbox did not show within 3 s"
+	poll 3 grep -qx two "$MNT/d/f" || fail "content changed in the sandbox still reads '$(cat "$MNT/d/f")' after 3 s"
+	assert_eq "$(cat "$MNT/d/sub/x")" deep "a file in a directory made in the sandbox"
+	# a tree moved in whole: nothing inside it was ever reported
+	mkdir -p "$T/outside/tree/deeper" && printf in >"$T/outside/tree/deeper/f"
+	mv "$T/outside/tree" "$ws/d/tree"
+	poll 3 test -e "$MNT/d/tree/deeper/f" || fail "a tree moved in did not show within 3 s"
+	printf more >"$ws/d/tree/deeper/g"
+	poll 3 test -e "$MNT/d/tree/deeper/g" || fail "a file made in a tree moved in did not show within 3 s"
+	rm "$ws/d/g"
+	poll 3 test ! -e "$MNT/d/g" || fail "a name removed in the sandbox still showed after 3 s"
+}
+
+@test "-o watch: a directory moved in the sandbox is watched where it went" {
+	mount_watched
+	ws=$(backend_host_workspace)
+	[[ -n $ws ]] || skip "no host workspace to write behind the mount's back"
+	mkdir -p "$MNT/a/b"
+	sb mv a moved
+	ls "$MNT/moved/b" >/dev/null
+	printf x >"$ws/moved/b/later"
+	poll 3 test -e "$MNT/moved/b/later" || fail "a file made in the moved directory did not show within 3 s"
+	sb mv moved/b b2
+	printf y >"$ws/b2/later2"
+	poll 3 test -e "$MNT/b2/later2" || fail "a file made in the twice-moved directory did not show within 3 s"
+	assert_eq "$(ls "$MNT")" b2$'\n'moved "the root after the moves"
+}
+
+@test "-o watch: after an sbexec that changed nothing, a tree already listed costs no call" {
+	mount_watched
+	mkdir -p "$MNT/t/u"
+	for i in 1 2 3; do printf "$i" >"$MNT/t/f$i"; printf "$i" >"$MNT/t/u/g$i"; done
+	sb true # what the mount wrote has landed; its own changes come back
+	ls -lR "$MNT/t" >/dev/null
+	local l0 s0
+	l0=$(calls list) s0=$(calls stat)
+	sb true
+	ls -lR "$MNT/t" >/dev/null
+	grep -r nothing "$MNT/t" || true
+	assert_eq "$(calls list) $(calls stat)" "$l0 $s0" "list and stat calls after 'sbexec true'"
+	# and what a command changes is seen, and only that is asked again
+	sb sh -c 'printf changed > t/u/g2'
+	assert_eq "$(cat "$MNT/t/u/g2")" changed "a file the command rewrote"
+	ls -lR "$MNT/t" >/dev/null
+	(($(calls list) - l0 <= 1)) || fail "$(($(calls list) - l0)) listings after one file changed"
+}
+
+@test "without -o watch the mount is not watched and an sbexec forgets what is cached" {
+	backend_watches_changes || skip "the ${SBFS_TEST_BACKEND:-} backend does not report changes"
+	assert_eq "$(status_json | jq .watched)" false "sbfs status: watched"
+	mkdir "$MNT/d"
+	ls "$MNT/d" >/dev/null
+	local l0
+	l0=$(calls list)
+	sb true
+	ls "$MNT/d" >/dev/null
+	(($(calls list) > l0)) || fail "a listing after sbexec called no list"
+}
+
+@test "-o watch is refused where the backend cannot report changes" {
+	backend_watches_changes && skip "the ${SBFS_TEST_BACKEND:-} backend reports changes"
+	mkdir "$T/refused"
+	run sbfs -o "backend=$(backend_sbfs_name),watch${SBFS_TEST_OPTS:+,$SBFS_TEST_OPTS}" "$T/refused"
+	assert_status 2
+	assert_output_has "-o watch: "
+}
+
+# names_in DIR N: DIR lists N names.
+names_in() {
+	local names
+	names=$(ls "$1") || return 1
+	[[ $(wc -l <<<"$names") -eq $2 ]]
+}
+
+# inotify drops events past its queue (IN_Q_OVERFLOW, 16,384 by default):
+# the mount then forgets everything and watches the whole tree again. The
+# daemon's testing aid SBFS_TEST_WATCH_PAUSE holds its reading while a file
+# exists, so the queue overflows for sure.
+@test "-o watch: a watch whose events overflowed forgets everything and goes on watching" {
+	backend_watches_changes || skip "the ${SBFS_TEST_BACKEND:-} backend does not report changes"
+	SBFS_TEST_WATCH_PAUSE=$T/pause mount_sbfs -n overflow -o watch
+	ws=$(backend_host_workspace)
+	[[ -n $ws ]] || skip "no host workspace to write behind the mount's back"
+	mkdir "$MNT/d"
+	ls "$MNT/d" >/dev/null
+	sb true # the watch has settled: d is watched
+	touch "$T/pause"
+	# three events a file (made, written, closed): past the queue
+	python3 - "$ws/d" <<'PY'
+import os, sys
+d = sys.argv[1]
+for i in range(6000):
+    with open(os.path.join(d, f"f{i}"), "w") as f:
+        f.write("x")
+os.makedirs(os.path.join(d, "made", "deeper"))
+PY
+	rm "$T/pause"
+	poll 10 names_in "$MNT/d" 6001 ||
+		fail "after the overflow the mount lists $(ls "$MNT/d" | wc -l) of 6001 names"
+	grep -q "inotify queue overflowed" "$T/overflow.log" ||
+		fail "no overflow in the log: the test did not try what it is about"
+	assert_eq "$(status_json | jq .watched)" true "sbfs status: watched after an overflow"
+	ls "$MNT/d/made/deeper" >/dev/null
+	printf later >"$ws/d/made/deeper/g"
+	poll 3 test -e "$MNT/d/made/deeper/g" ||
+		fail "a directory made while events were lost is not watched"
+}

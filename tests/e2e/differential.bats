@@ -173,6 +173,13 @@ fsx_seeds() {
 	fsdiff_seeds writeback
 }
 
+@test "fsdiff: the same with -o watch (the sandbox's changes reported)" {
+	backend_watches_changes || skip "the ${SBFS_TEST_BACKEND:-} backend does not report changes"
+	mount_sbfs -o watch # and the entry's own options (writeback)
+	mkdir "$T/local"
+	fsdiff_seeds "$(mode_of_mount)"
+}
+
 @test "fsx: random writes, truncates and mapped I/O on one file read back as written" {
 	mount_sbfs
 	fsx_seeds "$(mode_of_mount)"

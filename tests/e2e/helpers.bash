@@ -49,6 +49,10 @@ backend_exec_tty() { return 0; }
 # backend_exec_tty_resize: the size changes of sbexec -t's terminal reach
 # the command's; otherwise its terminal keeps the size it started with.
 backend_exec_tty_resize() { return 0; }
+# backend_watches_changes: the backend reports the sandbox's changes as
+# they happen (sbfs status: "watched"): cached attributes and listings
+# stay until one is reported, and an sbexec forgets only what changed.
+backend_watches_changes() { return 1; }
 # shellcheck source=backend_local.bash
 source "$BATS_TEST_DIRNAME/backend_$SBFS_TEST_HOOKS.bash"
 

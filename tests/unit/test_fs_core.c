@@ -582,6 +582,110 @@ static void test_notifications(void)
 	teardown(&t);
 }
 
+/* ---- a watched mount (the backend reports changes: fs_changed) ---- */
+
+/* What the backend's stat says of path now, as a watch reports it. */
+static bool stat_now(struct t *t, const char *path, struct stat *st)
+{
+	return sb_stat(t->b, path, st, NULL) == 0;
+}
+
+static void test_watched_keeps_what_did_not_change(void)
+{
+	struct t t;
+	setup(&t);
+	atomic_store(&t.fs.watched, true);
+	struct seen s = {0};
+	t.fs.notify = (struct fs_notify){.arg = &s, .inode = seen_inode, .entry = seen_entry};
+	mem_put(t.b, W "/a", "1");
+	mem_put(t.b, W "/b", "2");
+	list_dir(&t, ROOT);
+	uint64_t a = look(&t, ROOT, "a"), b = look(&t, ROOT, "b");
+	CHECK(a && b);
+	struct stat st;
+	/* the mount's own change coming back: nothing is forgotten */
+	CHECK(stat_now(&t, W "/a", &st));
+	unsigned long before = asks(&t);
+	fs_changed(&t.fs, "a", &st);
+	CHECK_INT(look(&t, ROOT, "a"), a);
+	list_dir(&t, ROOT);
+	CHECK_INT(asks(&t), before);
+	CHECK_INT(s.inodes + s.entries, 0);
+	/* a changed in the sandbox: a alone is asked again, not b, not the
+	 * root's listing */
+	mem_put(t.b, W "/a", "longer");
+	CHECK(stat_now(&t, W "/a", &st));
+	before = asks(&t);
+	fs_changed(&t.fs, "a", &st);
+	CHECK_INT(s.inodes, 1);
+	CHECK_INT(look(&t, ROOT, "b"), b);
+	list_dir(&t, ROOT);
+	CHECK_INT(asks(&t), before);
+	struct fs_entry e;
+	CHECK_INT(fs_lookup(&t.fs, ROOT, "a", &e), 0);
+	CHECK_INT(e.attr.st_size, 6);
+	CHECK_INT(asks(&t), before + 1);
+	/* a report taken before the mount's own change (a stale stat) only
+	 * makes the mount ask again: it never shows what the report said */
+	struct stat stale = st;
+	stale.st_size = 1;
+	fs_changed(&t.fs, "a", &stale);
+	CHECK_INT(fs_lookup(&t.fs, ROOT, "a", &e), 0);
+	CHECK_INT(e.attr.st_size, 6);
+	/* a replaced by another file (another inode): asked again, with the
+	 * root's listing */
+	before = asks(&t);
+	mem_remove(t.b, W "/a");
+	mem_put(t.b, W "/a", "other");
+	CHECK(stat_now(&t, W "/a", &st));
+	fs_changed(&t.fs, "a", &st);
+	CHECK_INT(fs_lookup(&t.fs, ROOT, "a", &e), 0);
+	CHECK_INT(e.attr.st_size, 5);
+	list_dir(&t, ROOT);
+	CHECK(asks(&t) > before + 1);
+	/* a name made in the sandbox is found at once */
+	mem_put(t.b, W "/c", "3");
+	CHECK(stat_now(&t, W "/c", &st));
+	s.entries = 0;
+	fs_changed(&t.fs, "c", &st);
+	CHECK(look(&t, ROOT, "c") != 0);
+	/* and a name removed there is gone */
+	mem_remove(t.b, W "/b");
+	fs_changed(&t.fs, "b", NULL);
+	CHECK_INT(fs_lookup(&t.fs, ROOT, "b", &e), -ENOENT);
+	teardown(&t);
+}
+
+static void test_watched_expiry(void)
+{
+	struct t t;
+	setup(&t);
+	struct timespec now = fs_now();
+	table_lock(&t.fs);
+	uint64_t since = t.fs.changes;
+	/* unwatched: the timeout (60 s here) */
+	CHECK(fs_cache_expiry(&t.fs, 60, since).tv_sec <= now.tv_sec + 61);
+	atomic_store(&t.fs.watched, true);
+	CHECK(fs_cache_expiry(&t.fs, 60, since).tv_sec > now.tv_sec + 3600);
+	/* a change reported while the call ran: it may predate it */
+	t.fs.changes++;
+	CHECK(fs_cache_expiry(&t.fs, 60, since).tv_sec <= now.tv_sec + 61);
+	/* timeouts the user set hold */
+	t.fs.cfg.timeouts_set = true;
+	CHECK(fs_cache_expiry(&t.fs, 60, t.fs.changes).tv_sec <= now.tv_sec + 61);
+	table_unlock(&t.fs);
+	/* the watch lost: everything is asked again, timeouts from then on */
+	t.fs.cfg.timeouts_set = false;
+	mem_put(t.b, W "/x", "1");
+	CHECK(look(&t, ROOT, "x") != 0);
+	unsigned long before = asks(&t);
+	fs_watch_lost(&t.fs);
+	CHECK(!atomic_load(&t.fs.watched));
+	CHECK(look(&t, ROOT, "x") != 0);
+	CHECK(asks(&t) > before);
+	teardown(&t);
+}
+
 /* ---- lock order ---- */
 
 #ifdef SBFS_LOCK_CHECK
@@ -633,6 +737,8 @@ int main(void)
 	test_writeback_queued_remove();
 	test_failures();
 	test_notifications();
+	test_watched_keeps_what_did_not_change();
+	test_watched_expiry();
 #ifdef SBFS_LOCK_CHECK
 	test_lock_order_checked();
 #endif
