@@ -358,6 +358,12 @@ void sb_spec_free(struct sb_spec *spec);
 /* Looks up a backend-specific "-o key=value" option; NULL if absent.
  * A bare flag "-o key" gives "". */
 const char *sb_spec_option(const struct sb_spec *spec, const char *key);
+/* For a vendor that enforces an egress allowlist by name only: an
+ * allowlist needs block_network and -o egress_enforcement=sni, the user's
+ * consent to what the vendor leaves open (how: a sentence saying so, for
+ * the error). 0, or -EINVAL with the reason in b->error. The entries are
+ * the vendor's to check. */
+int sb_spec_check_sni_allowlist(struct sb_backend *b, const char *how);
 
 /* Allocates the backend object (taking ownership of *spec, which is
  * zeroed) and provisions or attaches the sandbox. On failure returns NULL

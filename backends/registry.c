@@ -94,6 +94,25 @@ const char *sb_spec_option(const struct sb_spec *spec, const char *key)
 	return NULL;
 }
 
+int sb_spec_check_sni_allowlist(struct sb_backend *b, const char *how)
+{
+	const struct sb_spec *s = &b->spec;
+	if (!s->allow_egress_to || !s->allow_egress_to[0])
+		return 0;
+	if (!s->block_network) {
+		snprintf(b->error, sizeof b->error,
+			 "allow_egress_to with the network open (-o network) is contradictory: drop one of them");
+		return -EINVAL;
+	}
+	const char *enf = sb_spec_option(s, "egress_enforcement");
+	if (!enf || strcmp(enf, "sni") != 0) {
+		snprintf(b->error, sizeof b->error,
+			 "%s: add -o egress_enforcement=sni to accept that, or use block_network", how);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 bool sb_backend_option_known(const struct sb_backend_ops *ops, const char *opt)
 {
 	size_t klen = strcspn(opt, "=");

@@ -89,16 +89,11 @@ static int check_spec(struct sb_backend *b)
 	const struct sb_spec *s = &b->spec;
 	char *e = b->error;
 	size_t n = sizeof(b->error);
-	if (s->allow_egress_to && s->allow_egress_to[0]) {
-		if (!s->block_network) {
-			snprintf(e, n, "allow_egress_to with the network open (-o network) is contradictory: drop one of them");
-			return -EINVAL;
-		}
-		const char *enf = sb_spec_option(s, "egress_enforcement");
-		if (!enf || strcmp(enf, "sni") != 0) {
-			snprintf(e, n, "Modal enforces an egress allowlist only by TLS SNI and leaves DNS open: add -o egress_enforcement=sni to accept that, or use block_network");
-			return -EINVAL;
-		}
+	int r = sb_spec_check_sni_allowlist(
+		b, "Modal enforces an egress allowlist only by TLS SNI and leaves DNS open");
+	if (r < 0)
+		return r;
+	if (s->allow_egress_to) {
 		for (size_t i = 0; s->allow_egress_to[i]; i++) {
 			if (!egress_host_ok(s->allow_egress_to[i])) {
 				snprintf(e, n, "allow_egress_to entry '%.200s' is not a bare hostname (no URL, port, address or single label; '*.' may lead)",
