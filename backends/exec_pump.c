@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -118,6 +120,38 @@ bool exec_tty_resize(const struct sb_exec_tty *tty, unsigned short *rows,
 	}
 	return got;
 }
+
+bool exec_needs_escape(const char *const *argv, const char *cwd)
+{
+	if (!exec_utf8_valid(cwd))
+		return true;
+	for (size_t i = 0; argv[i]; i++)
+		if (!exec_utf8_valid(argv[i]))
+			return true;
+	return false;
+}
+
+char *exec_octal_escape(const char *s)
+{
+	char *out = malloc(strlen(s) * 5 + 1), *w = out;
+	if (!out)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p >= 0x20 && *p < 0x7f && *p != '\\')
+			*w++ = (char)*p;
+		else
+			w += sprintf(w, "\\0%03o", *p);
+	}
+	*w = '\0';
+	return out;
+}
+
+const char exec_decode_script[] =
+	"d=$(printf '%bx' \"$1\"); shift; cd -- \"${d%x}\" || exit 125\n"
+	"n=$#; i=0\n"
+	"while [ \"$i\" -lt \"$n\" ]; do a=$(printf '%bx' \"$1\"); shift; "
+	"set -- \"$@\" \"${a%x}\"; i=$((i + 1)); done\n"
+	"exec \"$@\"";
 
 bool exec_utf8_valid(const char *s)
 {

@@ -41,6 +41,16 @@ int exec_pump_fd(int *fd, sb_output_fn fn, void *arg);
  * JSON or protobuf string can carry as is. An argv, cwd or env item that
  * is not travels encoded, and a guest shell decodes it. */
 bool exec_utf8_valid(const char *s);
+/* Whether the cwd or an argv item is not (the command must travel
+ * encoded). */
+bool exec_needs_escape(const char *const *argv, const char *cwd);
+/* s as printf %b reads it: printable ASCII but backslash as is, the rest
+ * \0ooo. malloc'd, or NULL. */
+char *exec_octal_escape(const char *s);
+/* The script of `sh -c SCRIPT sh CWD ARGV...`, each octal-escaped: it
+ * decodes them (a sentinel keeps trailing newlines), changes to the cwd
+ * and execs the argv. */
+extern const char exec_decode_script[];
 
 /* Where stdin goes. send: bytes taken (>= 0), -EAGAIN when the transport
  * would block, any other negative errno when the command stopped reading.

@@ -115,32 +115,6 @@ static size_t on_write(char *data, size_t sz, size_t n, void *u)
 	return len;
 }
 
-/* printf %b escapes: printable ASCII except backslash as is, the rest \0ooo */
-static char *octal_escape(const char *s)
-{
-	char *out = malloc(strlen(s) * 5 + 1), *w = out;
-	if (!out)
-		return NULL;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p >= 0x20 && *p < 0x7f && *p != '\\')
-			*w++ = (char)*p;
-		else
-			w += sprintf(w, "\\0%03o", *p);
-	}
-	*w = '\0';
-	return out;
-}
-
-/* JSON strings are UTF-8 and file names need not be: such an argv or cwd
- * travels octal-escaped to a POSIX sh that decodes it (a sentinel keeps
- * trailing newlines), changes to the cwd and execs the argv. */
-static const char decode_script[] =
-	"d=$(printf '%bx' \"$1\"); shift; cd -- \"${d%x}\" || exit 125\n"
-	"n=$#; i=0\n"
-	"while [ \"$i\" -lt \"$n\" ]; do a=$(printf '%bx' \"$1\"); shift; "
-	"set -- \"$@\" \"${a%x}\"; i=$((i + 1)); done\n"
-	"exec \"$@\"";
-
 static int add_env(json_t *envs, const char *const *kv)
 {
 	for (size_t i = 0; kv && kv[i]; i++) {
@@ -160,20 +134,18 @@ static int add_env(json_t *envs, const char *const *kv)
 static json_t *start_request(struct sb_backend *b, const struct e2b_run *r)
 {
 	const char *cwd = r->cwd ? r->cwd : b->spec.workdir;
-	bool escape = !exec_utf8_valid(cwd);
-	for (size_t i = 0; r->argv[i] && !escape; i++)
-		escape = !exec_utf8_valid(r->argv[i]);
+	bool escape = exec_needs_escape(r->argv, cwd);
 	json_t *args = json_array(), *envs = json_object(), *proc = json_object();
 	if (escape) {
 		json_object_set_new(proc, "cmd", json_string("/bin/sh"));
 		json_array_append_new(args, json_string("-c"));
-		json_array_append_new(args, json_string(decode_script));
+		json_array_append_new(args, json_string(exec_decode_script));
 		json_array_append_new(args, json_string("sh"));
-		char *c = octal_escape(cwd);
+		char *c = exec_octal_escape(cwd);
 		json_array_append_new(args, json_string(c ? c : "/"));
 		free(c);
 		for (size_t i = 0; r->argv[i]; i++) {
-			char *a = octal_escape(r->argv[i]);
+			char *a = exec_octal_escape(r->argv[i]);
 			json_array_append_new(args, json_string(a ? a : ""));
 			free(a);
 		}

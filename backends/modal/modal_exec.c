@@ -384,44 +384,6 @@ static void stdin_done(struct xc *x, const struct grpc_status *st)
 
 /* ---- argv that protobuf strings cannot carry ---- */
 
-/* printf %b escapes: printable ASCII but backslash as is, the rest \0ooo */
-static char *octal_escape(const char *s)
-{
-	size_t n = strlen(s);
-	char *out = malloc(n * 5 + 1), *w = out;
-	if (!out)
-		return NULL;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p >= 0x20 && *p < 0x7f && *p != '\\')
-			*w++ = (char)*p;
-		else
-			w += sprintf(w, "\\0%03o", *p);
-	}
-	*w = '\0';
-	return out;
-}
-
-/* Modal's strings must be UTF-8 (notes 5.7), but a file name need not be.
- * Such an argv (or cwd) travels octal-escaped as the arguments of a POSIX
- * sh that decodes them with printf %b (a sentinel keeps trailing newlines),
- * changes to the decoded cwd, and execs the decoded argv. */
-static const char decode_script[] =
-	"d=$(printf '%bx' \"$1\"); shift; cd -- \"${d%x}\" || exit 125\n"
-	"n=$#; i=0\n"
-	"while [ \"$i\" -lt \"$n\" ]; do a=$(printf '%bx' \"$1\"); shift; "
-	"set -- \"$@\" \"${a%x}\"; i=$((i + 1)); done\n"
-	"exec \"$@\"";
-
-static bool needs_escape(const struct modal_run *r, const char *cwd)
-{
-	if (!exec_utf8_valid(cwd))
-		return true;
-	for (size_t i = 0; r->argv[i]; i++)
-		if (!exec_utf8_valid(r->argv[i]))
-			return true;
-	return false;
-}
-
 /* ---- the run ---- */
 
 static int start_exec(struct xc *x, double timeout, struct grpc_status *st)
@@ -431,17 +393,17 @@ static int start_exec(struct xc *x, double timeout, struct grpc_status *st)
 	struct pb_buf req = {0}, resp = {0};
 	ids(&req, x);
 	const char *cwd = r->cwd ? r->cwd : spec->workdir;
-	bool escape = needs_escape(r, cwd);
+	bool escape = exec_needs_escape(r->argv, cwd);
 	if (escape) {
 		pb_string_always(&req, 3, "sh");
 		pb_string_always(&req, 3, "-c");
-		pb_string_always(&req, 3, decode_script);
+		pb_string_always(&req, 3, exec_decode_script);
 		pb_string_always(&req, 3, "sh");
-		char *e = octal_escape(cwd);
+		char *e = exec_octal_escape(cwd);
 		pb_string_always(&req, 3, e ? e : "/");
 		free(e);
 		for (size_t i = 0; r->argv[i]; i++) {
-			e = octal_escape(r->argv[i]);
+			e = exec_octal_escape(r->argv[i]);
 			if (!e)
 				req.oom = true;
 			else
