@@ -7,7 +7,7 @@
 # end in '='.
 _sbfs_option_names="backend= image= workdir= env= network block_network
 allow_egress_to= cpu= memory= sandbox_timeout= idle_timeout= tag= keep
-attach= disk= idmap= attr_timeout= dir_timeout= writeback watch spool_dir= max_nodes= ro noexec noatime allow_other auto_unmount nonempty uid= gid=
+attach= disk= idmap= attr_timeout= dir_timeout= writeback watch nowatch spool_dir= max_nodes= ro noexec noatime allow_other auto_unmount nonempty uid= gid=
 call_timeout= log= log_level=
 local_root= docker_host= pull pids= app= gpu= region= cloud=
 template= ca_file= user= keepalive_timeout=

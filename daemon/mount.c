@@ -536,9 +536,9 @@ int sbfs_mount_run(struct mount_options *o)
 	/* Watched from the mount on: the kernel's notifications need it. */
 	const struct sb_watch_sink sink = {.arg = &fs, .changed = watch_changed,
 					   .lost = watch_lost};
-	if (o->watch && sb_watch_start(b, &sink) < 0)
-		sb_warn("-o watch: this sandbox cannot be watched (see above): cached attributes and listings expire after their timeouts");
-	else if (o->watch) {
+	if (o->watch == WATCH_ON && sb_watch_start(b, &sink) < 0)
+		sb_warn("this sandbox cannot be watched (see above): cached attributes and listings expire after their timeouts");
+	else if (o->watch == WATCH_ON) {
 		watching = true;
 		atomic_store(&fs.watched, true);
 	}

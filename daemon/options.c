@@ -221,10 +221,10 @@ int mount_option_apply(struct mount_options *o, char *opt, char *err,
 		if (val)
 			return fail(err, errlen, "-o writeback takes no value (write -o writeback)");
 		o->writeback = true;
-	} else if (!strcmp(key, "watch")) {
+	} else if (!strcmp(key, "watch") || !strcmp(key, "nowatch")) {
 		if (val)
-			return fail(err, errlen, "-o watch takes no value (write -o watch)");
-		o->watch = true;
+			return fail(err, errlen, "-o %s takes no value (write -o %s)", key, key);
+		o->watch = key[0] == 'w' ? WATCH_ON : WATCH_OFF;
 	} else if ((r = std_option_apply(o, key, val, err, errlen)) != 0) {
 		return r < 0 ? -1 : 0;
 	} else {
@@ -309,9 +309,10 @@ void mount_options_usage(FILE *out)
 		"  -o attr_timeout=S   cache attributes for S seconds (default 5;\n"
 		"                      30 with writeback; with watch, until changed)\n"
 		"  -o dir_timeout=S    cache listings for S seconds (defaults as above)\n"
-		"  -o watch            watch the sandbox for changes (local: inotify):\n"
-		"                      what is cached stays until it changes, and sbexec\n"
-		"                      forgets only what its command changed\n"
+		"  -o watch            watch the sandbox for changes (the default where the\n"
+		"                      backend can: local, with inotify): what is cached\n"
+		"                      stays until it changes, and sbexec forgets only what\n"
+		"                      its command changed; -o nowatch: the timeouts\n"
 		"  -o max_nodes=N      bound of the cached nodes (default 100000): past it,\n"
 		"                      what the kernel has forgotten is dropped\n"
 		"  -o spool_dir=DIR    local spool for open files (default $TMPDIR or /var/tmp)\n"
@@ -461,15 +462,17 @@ int mount_options_parse(int argc, char **argv, struct mount_options *o,
 			return fail(err, errlen, "unknown option '%.*s' for backend '%s' (see sbfs --help)",
 				    (int)strcspn(o->spec.options[i], "="), o->spec.options[i],
 				    backend->name);
-	if (o->watch && !backend->watch_start)
+	if (o->watch == WATCH_ON && !backend->watch_start)
 		return fail(err, errlen,
 			    "-o watch: the %s backend cannot report the sandbox's changes (local can); leave it out",
 			    backend->name);
 	/* The watch tells the mount's own calls by what they left, which
 	 * only the native calls tell it: the shell's would all look like the
 	 * sandbox's changes. */
-	if (o->watch && o->shell_ops)
+	if (o->watch == WATCH_ON && o->shell_ops)
 		return fail(err, errlen, "-o watch: not with the testing aid shell_ops; leave one out");
+	if (o->watch == WATCH_DEFAULT)
+		o->watch = backend->watch_start && !o->shell_ops ? WATCH_ON : WATCH_OFF;
 	if (o->spec.attach_id)
 		o->spec.keep = true; /* an attached sandbox is not ours to destroy */
 	/* Write-back trades freshness for round trips already; longer caches

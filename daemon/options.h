@@ -25,7 +25,9 @@ struct mount_options {
 	char *spool_dir;
 	char *log_path;
 	bool writeback;       /* -o writeback: uploads after close() returns */
-	bool watch;           /* -o watch: the backend's change notifications */
+	/* the backend's change notifications: -o watch, -o nowatch, or by
+	 * default wherever the backend has them */
+	enum { WATCH_DEFAULT, WATCH_ON, WATCH_OFF } watch;
 	bool timeouts_set;    /* -o attr_timeout or dir_timeout given */
 	bool idmap_none;      /* -o idmap=none: ids as the sandbox has them */
 	int log_level;        /* enum sb_log_level; -1: info (debug with -d) */

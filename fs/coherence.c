@@ -107,6 +107,7 @@ struct inval_list {
 	struct inval *v;
 	size_t n, cap;
 	bool forget; /* drop our cache entries too (a subtree refresh) */
+	bool reported; /* a change the watch reported (fs_changed) */
 };
 
 /* ino 0: no inode to notify; parent 0: no name. */
@@ -142,7 +143,10 @@ static void collect_inval(struct node *n, void *arg)
 	 * whatever its size and mtime say. */
 	if (n->file) {
 		n->file->adoptable = false;
-		n->file->invalidated = true;
+		if (l->reported && n->file->handles > 0)
+			n->file->reported_while_open = true;
+		else
+			n->file->invalidated = true;
 	}
 	n->cached_content = false;
 	if (n->nlookup == 0)
@@ -252,7 +256,7 @@ void fs_changed(struct fs *fs, const char *relpath, const struct stat *st)
 		free(guest);
 		free(rooted);
 	}
-	struct inval_list l = {.forget = true};
+	struct inval_list l = {.forget = true, .reported = true};
 	struct timespec now = fs_now();
 	table_lock(fs);
 	char *slash = strrchr(dir, '/');

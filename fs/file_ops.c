@@ -66,6 +66,10 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 	if (n && err == 0 && n->file) {
 		struct file_state *kept = n->file;
 		fs_file_reuse(fs, kept);
+		if (kept->reported_while_open) {
+			kept->reported_while_open = false;
+			kept->invalidated = true;
+		}
 		if (kept->dirty)
 			fi->keep_cache = true; /* the spool is shared: same content */
 		else if (!fs_attr_linked(n) && kept->identity_known && !kept->invalidated &&

@@ -64,9 +64,11 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 int local_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink);
 int local_watch_settle(struct sb_backend *b);
 void local_watch_stop(struct sb_backend *b);
-/* The mount changed rel (mount-relative) through a file operation, which
- * left it as st: its report is not news. No-op unwatched. */
-void local_watch_note(struct sb_backend *b, const char *rel, const struct stat *st);
+/* The mount's own change to rel (mount-relative), around its syscalls:
+ * see own_changes.h. No-ops unwatched. */
+bool local_watch_begin(struct sb_backend *b, const char *rel);
+void local_watch_end(struct sb_backend *b, const char *rel, bool marked,
+		     const struct stat *left, bool gone);
 
 /* local_files.c */
 int local_write_files(struct sb_backend *b, struct sb_upload *v, size_t n);

@@ -46,18 +46,35 @@ static const char *relative(struct sb_backend *b, const char *path)
 	return path;
 }
 
-/* Tells the watch what the mount's own change left at path (the entry
- * name in dirfd, or fd itself): its report is then not news. */
-static void note_own_change(struct sb_backend *b, const char *path, int dirfd,
-			    const char *name, int fd)
+/* The mount's own change to a path, marked for the watch from before its
+ * syscalls until its result is known (own_changes.h). rel NULL: unwatched
+ * or outside the workspace. */
+struct own {
+	const char *rel;
+	bool marked;
+};
+
+static struct own own_begin(struct sb_backend *b, const char *path)
 {
 	struct local *l = b->priv;
-	struct stat st;
-	const char *rel = relative(b, path);
-	if (!atomic_load(&l->watch) || !rel)
+	struct own o = {.rel = atomic_load(&l->watch) ? relative(b, path) : NULL};
+	o.marked = o.rel && local_watch_begin(b, o.rel);
+	return o;
+}
+
+/* rc: the change's result; what it left is read from fd, or from name in
+ * dirfd (gone where that is ENOENT). */
+static void own_end(struct sb_backend *b, const struct own *o, int rc, int dirfd,
+		    const char *name, int fd)
+{
+	if (!o->rel)
 		return;
-	if ((fd >= 0 ? fstat(fd, &st) : fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW)) == 0)
-		local_watch_note(b, rel, &st);
+	struct stat st;
+	int s = rc < 0 ? -1
+		: fd >= 0 ? fstat(fd, &st)
+			  : fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW);
+	bool gone = rc == 0 && s < 0 && errno == ENOENT;
+	local_watch_end(b, o->rel, o->marked, s == 0 ? &st : NULL, gone);
 }
 
 static int open_beneath(int wsfd, const char *rel, int *out)
@@ -264,6 +281,7 @@ int local_write_file(struct sb_backend *b, const char *path, int fd,
 		close(lc.dirfd);
 		return -EISDIR;
 	}
+	struct own own = own_begin(b, path);
 	bool created = true;
 	int flags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
 	int out = openat(lc.dirfd, lc.name, flags | O_CREAT | O_EXCL, mode & 07777);
@@ -273,25 +291,20 @@ int local_write_file(struct sb_backend *b, const char *path, int fd,
 	}
 	rc = out < 0 ? -errno : 0;
 	close(lc.dirfd);
-	if (rc == -ELOOP) /* a link: the guest's write follows it, in the guest */
-		return shell_write_file(b, path, fd, size, mode);
-	if (rc < 0)
-		return rc;
 	struct stat st;
-	if (fstat(out, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(out);
-		return -EINVAL;
-	}
-	if (created) {
+	if (rc == 0 && (fstat(out, &st) < 0 || !S_ISREG(st.st_mode)))
+		rc = -EINVAL;
+	if (rc == 0 && created) {
 		fchmod(out, mode & 07777); /* exact, whatever our umask */
 		rc = give_to_sandbox(b, out, "", AT_EMPTY_PATH);
 	}
 	if (rc == 0)
 		rc = ftruncate(out, 0) < 0 ? -errno : copy_from(out, fd, size);
-	if (rc == 0)
-		note_own_change(b, path, -1, NULL, out);
-	if (close(out) < 0 && rc == 0)
+	own_end(b, &own, rc, -1, NULL, out);
+	if (out >= 0 && close(out) < 0 && rc == 0)
 		rc = -errno;
+	if (rc == -ELOOP) /* a link: the guest's write follows it, in the guest */
+		return shell_write_file(b, path, fd, size, mode);
 	return rc;
 }
 
@@ -416,9 +429,9 @@ int local_stat(struct sb_backend *b, const char *path, struct stat *st,
 			return shell_call;                \
 		if (rc < 0)                               \
 			return rc;                        \
+		struct own own = own_begin(b, (path));    \
 		rc = (body) < 0 ? -errno : 0;             \
-		if (rc == 0)                              \
-			note_own_change(b, (path), lc.dirfd, lc.name, -1); \
+		own_end(b, &own, rc, lc.dirfd, lc.name, -1); \
 		close(lc.dirfd);                          \
 		return rc;                                \
 	} while (0)
@@ -506,7 +519,10 @@ int local_link(struct sb_backend *b, const char *from, const char *to)
 		return rc;
 	/* no AT_SYMLINK_FOLLOW: a link to a symlink is to the symlink, as
 	 * link(2) does on Linux */
+	struct own of = own_begin(b, from), ot = own_begin(b, to);
 	rc = linkat(a.dirfd, a.name, c.dirfd, c.name, 0) < 0 ? -errno : 0;
+	own_end(b, &of, rc, a.dirfd, a.name, -1); /* its link count and ctime */
+	own_end(b, &ot, rc, c.dirfd, c.name, -1);
 	close(a.dirfd);
 	close(c.dirfd);
 	return rc;
@@ -521,22 +537,21 @@ int local_truncate(struct sb_backend *b, const char *path, off_t size)
 	if (rc < 0)
 		return rc;
 	/* O_NONBLOCK: a FIFO must not hang us; it is refused below */
+	struct own own = own_begin(b, path);
 	int fd = openat(lc.dirfd, lc.name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	rc = fd < 0 ? -errno : 0;
 	close(lc.dirfd);
+	struct stat st;
+	if (rc == 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)))
+		rc = -EINVAL;
+	else if (rc == 0 && ftruncate(fd, size) < 0)
+		rc = -errno;
+	own_end(b, &own, rc, -1, NULL, fd);
+	if (fd >= 0)
+		close(fd);
 	if (rc == -ELOOP)
 		return shell_truncate(b, path, size);
-	if (rc < 0)
-		return rc == -ENXIO ? -EINVAL : rc;
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		rc = -EINVAL;
-	else if (ftruncate(fd, size) < 0)
-		rc = -errno;
-	else
-		note_own_change(b, path, -1, NULL, fd);
-	close(fd);
-	return rc;
+	return rc == -ENXIO ? -EINVAL : rc;
 }
 
 int local_readlink(struct sb_backend *b, const char *path, char **target)
@@ -568,8 +583,11 @@ int local_rename(struct sb_backend *b, const char *from, const char *to,
 		return shell_rename(b, from, to, noreplace);
 	if (rc < 0)
 		return rc;
+	struct own of = own_begin(b, from), ot = own_begin(b, to);
 	rc = syscall(SYS_renameat2, a.dirfd, a.name, c.dirfd, c.name,
 		     noreplace ? RENAME_NOREPLACE : 0) < 0 ? -errno : 0;
+	own_end(b, &of, rc, a.dirfd, a.name, -1);
+	own_end(b, &ot, rc, c.dirfd, c.name, -1);
 	close(a.dirfd);
 	close(c.dirfd);
 	return rc;

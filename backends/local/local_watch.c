@@ -5,6 +5,7 @@
  * host, beneath the workspace, following no symlink), so the mount can
  * tell a change from its own write coming back. */
 #include "local.h"
+#include "own_changes.h"
 #include "util/log.h"
 
 #include <dirent.h>
@@ -36,25 +37,13 @@ struct watched_dir {
 	struct watched_dir *next;
 };
 
-/* A change the mount made through this backend (local_watch_note), as
- * the host's stat showed it right after: its report is the mount's own
- * write coming back, not news. */
-struct own_change {
-	char *rel; /* NULL: a free slot */
-	dev_t dev;
-	ino_t ino;
-	mode_t mode;
-	off_t size;
-	struct timespec mtime, ctime;
-};
-
-/* The latest own changes kept: a report arrives within moments of its
- * change, so a small ring is enough; one that fell out is reported, which
- * costs the mount a question, never a wrong answer. */
-#define OWN_CHANGES 512
-
 /* How long the thread lets events gather before it reads them. */
 #define WATCH_BATCH_MS 5
+
+/* How long a report waits for the mount's own call to the same path: a
+ * native call takes microseconds, a large upload longer (its report is
+ * then read as news, which costs a question). */
+#define OWN_CALL_WAIT_MS 200
 
 struct local_watch {
 	struct sb_backend *b;
@@ -71,11 +60,7 @@ struct local_watch {
 	struct watched_dir **buckets; /* nbuckets, a power of two */
 	size_t nbuckets, ndirs;
 	bool lost;
-	/* Innermost: taken by the backend's file operations (any thread)
-	 * and by report, never around another lock. */
-	pthread_mutex_t own_mu;
-	struct own_change own[OWN_CHANGES];
-	size_t own_next;
+	struct own_changes *own;
 };
 
 static const char *limit_reason(int rc)
@@ -269,61 +254,20 @@ static void unwatch_tree(struct local_watch *w, const char *rel)
 		}
 }
 
-static bool same_stat(const struct own_change *o, const struct stat *st)
-{
-	return o->dev == st->st_dev && o->ino == st->st_ino && o->mode == st->st_mode &&
-	       o->size == st->st_size &&
-	       o->mtime.tv_sec == st->st_mtim.tv_sec && o->mtime.tv_nsec == st->st_mtim.tv_nsec &&
-	       o->ctime.tv_sec == st->st_ctim.tv_sec && o->ctime.tv_nsec == st->st_ctim.tv_nsec;
-}
-
-void local_watch_note(struct sb_backend *b, const char *rel, const struct stat *st)
+bool local_watch_begin(struct sb_backend *b, const char *rel)
 {
 	struct local *l = b->priv;
 	struct local_watch *w = atomic_load(&l->watch);
-	if (!w)
-		return;
-	pthread_mutex_lock(&w->own_mu);
-	struct own_change *o = NULL;
-	for (size_t i = 0; i < OWN_CHANGES && !o; i++)
-		if (w->own[i].rel && !strcmp(w->own[i].rel, rel))
-			o = &w->own[i];
-	if (!o) {
-		o = &w->own[w->own_next++ % OWN_CHANGES];
-		free(o->rel);
-		o->rel = strdup(rel);
-	}
-	if (o->rel) {
-		o->dev = st->st_dev;
-		o->ino = st->st_ino;
-		o->mode = st->st_mode;
-		o->size = st->st_size;
-		o->mtime = st->st_mtim;
-		o->ctime = st->st_ctim;
-	}
-	pthread_mutex_unlock(&w->own_mu);
+	return w && own_changes_begin(w->own, rel);
 }
 
-/* Whether st, rel as it is now, is just what the mount's own last change
- * to it left (its ctime too, which no one can set: nothing changed it
- * since). */
-static bool own_change(struct local_watch *w, const char *rel, const struct stat *st)
+void local_watch_end(struct sb_backend *b, const char *rel, bool marked,
+		     const struct stat *left, bool gone)
 {
-	bool own = false;
-	pthread_mutex_lock(&w->own_mu);
-	for (size_t i = 0; i < OWN_CHANGES; i++) {
-		struct own_change *o = &w->own[i];
-		if (o->rel && !strcmp(o->rel, rel)) {
-			own = same_stat(o, st);
-			if (!own) {
-				free(o->rel);
-				o->rel = NULL;
-			}
-			break;
-		}
-	}
-	pthread_mutex_unlock(&w->own_mu);
-	return own;
+	struct local *l = b->priv;
+	struct local_watch *w = atomic_load(&l->watch);
+	if (w)
+		own_changes_end(w->own, rel, marked, left, gone);
 }
 
 static void report(struct local_watch *w, const char *rel)
@@ -335,10 +279,13 @@ static void report(struct local_watch *w, const char *rel)
 		w->sink.changed(w->sink.arg, NULL, NULL);
 		return;
 	}
+	/* What the mount's own call under way does is its own, however
+	 * half-done it looks now: the call's end says what it left. */
+	own_changes_wait(w->own, rel, OWN_CALL_WAIT_MS);
 	struct stat st;
 	int rc = local_stat_native(w->b, guest, &st, NULL);
 	free(guest);
-	if (rc == 0 && own_change(w, rel, &st))
+	if ((rc == 0 || rc == -ENOENT) && own_changes_match(w->own, rel, rc == 0 ? &st : NULL))
 		return;
 	/* A path the host cannot stat as the guest would (a symlink on the
 	 * way) is reported gone: the mount then asks the sandbox. */
@@ -425,13 +372,8 @@ static void *watch_thread(void *arg)
 			poll(&p[1], 1, 10);
 			continue;
 		}
-		/* A moment before reading: most events are the mount's own
-		 * calls, and one read after the mount has recorded what its
-		 * call did shows nothing new (read while the call is still
-		 * under way, a made name looks like news and a removed one
-		 * like a loss, and the mount would ask again). It also reads
-		 * many events at once. Correct either way; settle reads at
-		 * once. */
+		/* A moment before reading: one read takes many events, and
+		 * one wake-up serves a burst. settle reads at once. */
 		poll(&p[1], 1, WATCH_BATCH_MS);
 		pthread_mutex_lock(&w->mu);
 		drain(w);
@@ -453,9 +395,7 @@ static void watch_free(struct local_watch *w)
 		while (w->buckets[i])
 			forget_dir(w, &w->buckets[i]);
 	free(w->buckets);
-	for (size_t i = 0; i < OWN_CHANGES; i++)
-		free(w->own[i].rel);
-	pthread_mutex_destroy(&w->own_mu);
+	own_changes_free(w->own);
 	pthread_mutex_destroy(&w->mu);
 	free(w);
 }
@@ -471,11 +411,11 @@ int local_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink)
 	w->stop[0] = w->stop[1] = -1;
 	w->pause_file = getenv("SBFS_TEST_WATCH_PAUSE");
 	pthread_mutex_init(&w->mu, NULL);
-	pthread_mutex_init(&w->own_mu, NULL);
+	w->own = own_changes_new();
 	w->nbuckets = 64;
 	w->buckets = calloc(w->nbuckets, sizeof *w->buckets);
 	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	int rc = !w->buckets ? -ENOMEM
+	int rc = !w->buckets || !w->own ? -ENOMEM
 		 : w->fd < 0 || pipe2(w->stop, O_CLOEXEC) < 0 ? -errno : 0;
 	if (rc == 0)
 		rc = watch_tree(w, "", false);

@@ -37,6 +37,12 @@ struct file_state {
 	 * rewritten the file, even within its mtime's granularity (a whole
 	 * second on some backends), so a clean spool's content goes. */
 	atomic_bool invalidated;
+	/* Set instead, while the file is open, by a change the watch
+	 * reported: the open reads go on with the version they read, each
+	 * fetch checked against it window by window as unwatched (dropped
+	 * between the FUSE requests of one read(), the spool would splice
+	 * two versions into it); the next open drops it. Table lock. */
+	bool reported_while_open;
 	/* Kept after the last close as a read cache (fs_core.c's LRU). */
 	struct node *owner;
 	struct file_state *lru_prev, *lru_next;

@@ -156,6 +156,35 @@ def fmt_s(v):
 
 PWRITERS = 8  # the parallel creates: closes that arrive together
 
+# The random reads: offsets from a fixed seed, one read after another (as
+# a database's lookups), so each one a cache cannot answer is a round trip.
+RANDOM_READS = 200
+RANDOM_READER = """import os, random, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+blocks = os.fstat(fd).st_size // 4096
+rng = random.Random(1)
+for _ in range(int(sys.argv[2])):
+    assert len(os.pread(fd, 4096, rng.randrange(blocks) * 4096)) == 4096
+"""
+
+# The limit of each workload: the round trips its semantics demand, one
+# after another, at the least (each times the latency, plus the local
+# disk's time for the same work). Write-back and a watched cache make
+# everything else avoidable:
+#   creates, cp, git add/commit: 1: every file in one batch, landed by sync;
+#   git status, 2: the index lock made and removed (git writes it);
+#   grep, ls warm: 0: nothing changed since the mount listed and read it;
+#   ls cold, ls -f cold: 1 listing of a directory the mount never saw;
+#   dd write: 1 (fsync); dd read, first byte: 1, the data streamed;
+#   random reads: 1 each, as the reader asks one after another;
+#   saves: 1 per save (its fsync must land it); rm -rf: 1 batch.
+def limit_trips(key, p):
+    if key == "rand4k":
+        return RANDOM_READS
+    if key == "saves":
+        return p["saves"]
+    return {"grep": 0, "lswarm": 0, "gitst": 2}.get(key, 1)
+
 
 def workloads(p):
     """(key, label, script, oob_setup): scripts run with cwd = the target
@@ -189,12 +218,24 @@ def workloads(p):
         ("ddr", f"dd read {mib} MiB (cold, bs=4M)",
          "dd if=big.r of=/dev/null bs=4M status=none",
          f"rm -f big.w && dd if=/dev/zero of=big.r bs=4M count={mib // 4} status=none"),
+        ("ttfb", f"first byte of a cold {mib} MiB file",
+         "head -c 1 first.bin >/dev/null",
+         f"dd if=/dev/zero of=first.bin bs=4M count={mib // 4} status=none"),
+        ("rand4k", f"{RANDOM_READS} random 4 KiB reads of a cold {mib} MiB file",
+         f"python3 -c {shquote(RANDOM_READER)} rand.bin {RANDOM_READS}",
+         f"dd if=/dev/zero of=rand.bin bs=4M count={mib // 4} status=none"),
+    ] + [
+        (f"list{n_}", f"ls -f of {n_:,} names, cold", f"ls -f list{n_} >/dev/null",
+         f"mkdir list{n_} && cd list{n_} && i=0; "
+         f'while [ $i -lt {n_} ]; do : > f$i; i=$((i+1)); done')
+        for n_ in p["list_sizes"]
+    ] + [
         ("saves", f"{saves} editor saves (tmp, fsync, mv)",
-         'rm -f big.r\n'
+         'rm -f big.r first.bin rand.bin\n'
          f'for i in $(seq {saves}); do printf "%s %s\\n" "$i" "$EDIT" > .edit.txt.tmp; '
          'sync .edit.txt.tmp; mv -f .edit.txt.tmp edit.txt; done', None),
         ("rm", "rm -rf tree + creates", "rm -rf tree creates edit.txt",
-         "rm -rf lsdir pcreates"),
+         "rm -rf lsdir pcreates " + " ".join(f"list{n_}" for n_ in p["list_sizes"])),
     ]
 
 
@@ -369,9 +410,96 @@ class Sshfs(Target):
         return sh(script, self.src, timeout)
 
 
+class Rclone(Target):
+    """rclone mount over SFTP to the same private sshd, with its full VFS
+    cache (writes return at once, uploads follow in the background):
+    the peer closest to sbfs's write-back. Each step is timed until its
+    uploads have settled (rclone's remote control, vfs/stats), and then
+    every file the mount shows is looked for on the remote."""
+
+    def __init__(self, base, sshd, rtt, idx, duration):
+        self.name = f"rclone {rtt} ms"
+        self.sshd, self.rtt, self.duration = sshd, rtt, duration
+        self.path = os.path.join(base, f"mnt-rclone{idx}")
+        self.src = os.path.join(base, f"rclone-src{idx}")
+        self.cache = os.path.join(base, f"rclone-cache{idx}")
+        self.rc = f"127.0.0.1:{RCLONE_RC_PORT + idx}"
+        self.proc = None
+
+    def setup(self):
+        for d in (self.path, self.src, self.cache):
+            os.makedirs(d)
+        port = self.sshd.relay(self.rtt, self.duration)
+        S = self.sshd.dir
+        self.proc = subprocess.Popen(
+            ["rclone", "mount", f":sftp:{self.src}", self.path,
+             "--sftp-host", "127.0.0.1", "--sftp-port", str(port),
+             "--sftp-user", "root", "--sftp-key-file", f"{S}/client_ed25519",
+             "--vfs-cache-mode", "full", "--cache-dir", self.cache,
+             "--rc", "--rc-addr", self.rc, "--rc-no-auth",
+             "--log-file", os.path.join(self.cache, "rclone.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        CLEAN.pids.append(self.proc.pid)
+        for _ in range(300):
+            if os.path.ismount(self.path):
+                CLEAN.mounts.append(self.path)
+                return None
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        return f"n/a (rclone mount failed: see {self.cache}/rclone.log)"
+
+    def barrier(self):
+        # Until nothing is queued or uploading: what sbfs wb's `sbfs sync`
+        # waits for.
+        return (f'\nwhile :; do s=$(rclone rc --url http://{self.rc}/ vfs/stats) || exit 1; '
+                'echo "$s" | python3 -c "import json,sys; d=json.load(sys.stdin)[\'diskCache\']; '
+                'sys.exit(d[\'uploadsInProgress\'] + d[\'uploadsQueued\'] > 0)" && break; '
+                'sleep 0.05; done')
+
+    def check(self):
+        """Files the mount shows that the remote lacks (or holds at
+        another size), after the step's uploads settled."""
+        shown, missing = 0, 0
+        for root, _dirs, files in os.walk(self.path):
+            for f in files:
+                p = os.path.join(root, f)
+                rel = os.path.relpath(p, self.path)
+                try:
+                    size = os.lstat(p).st_size
+                except OSError:
+                    continue
+                shown += 1
+                try:
+                    if os.lstat(os.path.join(self.src, rel)).st_size != size:
+                        missing += 1
+                except OSError:
+                    missing += 1
+        return shown, missing
+
+    def teardown(self):
+        unmount(self.path)
+        if self.path in CLEAN.mounts:
+            CLEAN.mounts.remove(self.path)
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def oob(self, script, timeout):
+        return sh(script, self.src, timeout)
+
+
+RCLONE_RC_PORT = 22700
+# The steps after which the rclone peer is checked for files it lost.
+WRITE_STEPS = ("create", "pcreate", "cp", "git", "ddw", "saves")
+
+
 # ---------------------------------------------------------------- runs
 
-def run_target(t, p, timeout, results, calls, requests, journal):
+def run_target(t, p, timeout, results, calls, requests, journal, lost):
     log(f"== {t.name}")
     why = t.setup()
     if why:
@@ -399,6 +527,9 @@ def run_target(t, p, timeout, results, calls, requests, journal):
                 log(f"  {key}: rc={rc}: {err[-300:]}")
             else:
                 results[(t.name, key)] = secs
+            if isinstance(t, Rclone) and rc == 0 and key in WRITE_STEPS:
+                shown, missing = t.check()
+                lost[(t.name, key)] = f"{missing} of {shown}"
             if t.sbfs:
                 calls[(t.name, key)] = calls_delta(before, after)
                 requests[(t.name, key)] = calls_delta(before, after, "requests")
@@ -406,6 +537,7 @@ def run_target(t, p, timeout, results, calls, requests, journal):
                 if jd:
                     journal[(t.name, key)] = jd
             log(f"  {label}: {fmt_s(results[(t.name, key)])} s"
+                + (f"  missing on the remote {lost[(t.name, key)]}" if (t.name, key) in lost else "")
                 + (f"  calls {fmt_calls(calls[(t.name, key)], 99)}"
                    f"  requests {fmt_calls(requests[(t.name, key)], 99)}" if t.sbfs else "")
                 + (f"  journal {journal[(t.name, key)]}" if (t.name, key) in journal else ""))
@@ -446,6 +578,39 @@ def find_init_pid(daemon_pid):
     return None
 
 
+def raw_exec_argv(init, mapped):
+    """The local backend's exec argv (backends/local/local_exec.c): in a
+    mapped id range the command runs as the namespace's root, with the
+    capabilities root of its own range keeps; unmapped, with our ids."""
+    return ["/usr/bin/nsenter", "-t", str(init), "-U", "-m", "-p", "-n", "-i",
+            "-u", "-C", "-r", "-w",
+            "--setuid=0" if mapped else "--preserve-credentials", "--",
+            "/usr/bin/setpriv",
+            "--bounding-set=-all,+chown,+fowner,+fsetid,+dac_override" if mapped
+            else "--bounding-set=-all", "--inh-caps=-all",
+            "--no-new-privs", "--", "/usr/bin/env", "-i", "-C", "/workspace",
+            "--", "PATH=/usr/bin:/bin", "true"]
+
+
+def raw_exec_ms(init, n):
+    """n runs of the backend's own argv, started from here, each in ms;
+    or why it could not run."""
+    why = "?"
+    for mapped in (True, False):
+        argv = raw_exec_argv(init, mapped)
+        if subprocess.run(argv, capture_output=True, timeout=30).returncode != 0:
+            why = subprocess.run(argv, capture_output=True, timeout=30).stderr.decode(
+                errors="replace")[:200]
+            continue
+        ms = []
+        for _ in range(n):
+            t0 = time.monotonic()
+            subprocess.run(argv, capture_output=True, timeout=30, check=True)
+            ms.append((time.monotonic() - t0) * 1000)
+        return ms
+    return why
+
+
 def extras(base, p, timeout, out):
     """sbexec true vs the raw exec, and the daemon's peak RSS copying a
     big file in and out, on a fresh sbfs 0 ms mount."""
@@ -477,20 +642,10 @@ def extras(base, p, timeout, out):
         raw = None
         init = find_init_pid(t.pid) if st0 and st0.get("backend") == "local" else None
         if init:
-            argv = ["/usr/bin/nsenter", "-t", str(init), "-U", "-m", "-p", "-n", "-i",
-                    "-u", "-C", "-r", "-w", "--preserve-credentials", "--",
-                    "/usr/bin/setpriv", "--bounding-set=-all", "--inh-caps=-all",
-                    "--no-new-privs", "--", "/usr/bin/env", "-i", "-C", "/workspace",
-                    "--", "PATH=/usr/bin:/bin", "true"]
-            raw = []
-            for _ in range(n):
-                t0 = time.monotonic()
-                r = subprocess.run(argv, capture_output=True, timeout=30)
-                raw.append((time.monotonic() - t0) * 1000)
-                if r.returncode != 0:
-                    raw = None
-                    line += f"; raw exec failed: {r.stderr.decode(errors='replace')[:200]}"
-                    break
+            raw = raw_exec_ms(init, n)
+            if isinstance(raw, str):
+                line += f"; raw exec failed: {raw}"
+                raw = None
         if raw:
             line += (f"; raw exec (the local backend's own nsenter+setpriv+env argv, "
                      f"run from here) mean {statistics.mean(raw):.1f} ms, median "
@@ -515,7 +670,9 @@ def extras(base, p, timeout, out):
             subprocess.run(["ls", "-l", os.path.join(t.path, "cache")],
                            capture_output=True, check=False)
             runs = sbexec_true_ms()
-            sizes.append(f"{want:,} entries cached: median {statistics.median(runs):.1f} ms")
+            sizes.append(f"{want:,} entries cached: median {statistics.median(runs):.1f} ms"
+                         + (f" (overhead {statistics.median(runs) - statistics.median(raw):+.1f} ms)"
+                            if raw else ""))
         st2 = sbfs_status(t.path)
         line = (f"`sbexec true` × {n} (0 ms) with the cache filled: "
                 + "; ".join(sizes)
@@ -553,7 +710,8 @@ def extras(base, p, timeout, out):
 
 # ---------------------------------------------------------------- report
 
-def report(p, configs, results, calls, requests, journal, notes, extra_lines, started):
+def report(p, configs, results, calls, requests, journal, lost, notes, extra_lines,
+           started):
     lat = p["latency"]
     wl = workloads(p)
     L = []
@@ -573,11 +731,21 @@ def report(p, configs, results, calls, requests, journal, notes, extra_lines, st
              f"{(time.monotonic() - p['t0']) / 60:.1f} min.")
     L.append("")
     L.append("Seconds per workload (one run each; lower is better). "
-             "ratio = sshfs time / sbfs time at the same latency (> 1: sbfs faster).")
+             "ratio = sshfs time / sbfs time at the same latency (> 1: sbfs faster). "
+             "limit = the local disk's time + the round trips the workload's semantics "
+             "demand × the latency (tests/bench/README.md); sbfs/limit: 1.0× is the best "
+             "any remote file system can do.")
     L.append("")
     cols = [c for c in configs]
     head = ["workload"] + cols + [f"sshfs/sbfs {l} ms" for l in (0, lat)] + \
         [f"sshfs/sbfs wb {l} ms" for l in (0, lat)]
+    with_rclone = f"rclone {lat} ms" in cols
+    if with_rclone:
+        head.append(f"rclone/sbfs wb {lat} ms")
+    # The limit needs the local disk's time of the same work.
+    with_limit = "local disk" in cols
+    if with_limit:
+        head += [f"limit {lat} ms", f"sbfs/limit {lat} ms", f"sbfs wb/limit {lat} ms"]
     L.append("| " + " | ".join(head) + " |")
     L.append("|---|" + "---:|" * (len(head) - 1))
 
@@ -595,6 +763,16 @@ def report(p, configs, results, calls, requests, journal, notes, extra_lines, st
             row.append(ratio((f"sshfs {l} ms", key), (f"sbfs {l} ms", key)))
         for l in (0, lat):
             row.append(ratio((f"sshfs {l} ms", key), (f"sbfs wb {l} ms", key)))
+        if with_rclone:
+            row.append(ratio((f"rclone {lat} ms", key), (f"sbfs wb {lat} ms", key)))
+        if with_limit:
+            disk = results.get(("local disk", key))
+            limit = (disk + limit_trips(key, p) * lat / 1000
+                     if isinstance(disk, float) else None)
+            row.append(fmt_s(limit))
+            for c in (f"sbfs {lat} ms", f"sbfs wb {lat} ms"):
+                v = results.get((c, key))
+                row.append(f"{v / limit:.1f}×" if limit and isinstance(v, float) else "—")
         L.append("| " + " | ".join(row) + " |")
     L.append("")
     sb = [c for c in cols if c.startswith("sbfs")]
@@ -617,6 +795,18 @@ def report(p, configs, results, calls, requests, journal, notes, extra_lines, st
         L.append("| " + label + " | " + " | ".join(
             fmt_calls(requests[(c, key)]) if (c, key) in requests else "—" for c in sb) + " |")
     L.append("")
+    rc = [c for c in cols if c.startswith("rclone")]
+    if rc:
+        L.append("rclone: files the mount showed that the remote lacked (or held at "
+                 "another size) once rclone's uploads had settled after each step:")
+        L.append("")
+        L.append("| workload | " + " | ".join(rc) + " |")
+        L.append("|---|" + "---|" * len(rc))
+        for key, label, _, _ in wl:
+            if key in WRITE_STEPS:
+                L.append("| " + label + " | " + " | ".join(
+                    lost.get((c, key), "—") for c in rc) + " |")
+        L.append("")
     wbc = [c for c in sb if any((c, key) in journal for key, _, _, _ in wl)]
     if wbc:
         L.append("Write-back journal per workload (folder fsyncs that made its entries "
@@ -661,7 +851,8 @@ def main():
     ap.add_argument("--only", help="comma-separated configurations, e.g. "
                     "'local disk,sbfs 0 ms,sshfs 50 ms'")
     ap.add_argument("--workloads", help="comma-separated workload keys to run "
-                    "(create,pcreate,cp,git,gitst,grep,lscold,lswarm,ddw,ddr,saves,rm); "
+                    "(create,pcreate,cp,git,gitst,grep,lscold,lswarm,ddw,ddr,ttfb,rand4k,"
+                    "list100,list10000,list100000,saves,rm); "
                     "later ones may need earlier ones (git needs cp)")
     ap.add_argument("--timeout", type=int, default=0,
                     help="per-workload timeout in seconds (default 600, quick 240)")
@@ -680,10 +871,11 @@ def main():
          "creates": 200 if q else 1000, "ls_files": 1000, "mib": 64 if q else 256,
          "saves": 10 if q else 50, "tree_n": 60 if q else 282,
          "rss_mib": 256 if q else 1024, "exec_n": 30 if q else 100,
+         "list_sizes": (100, 10000) if q else (100, 10000, 100000),
          "workloads": [w.strip() for w in a.workloads.split(",")] if a.workloads else None}
     timeout = a.timeout or (240 if q else 600)
-    unknown = set(p["workloads"] or ()) - {"create", "pcreate", "cp", "git", "gitst", "grep", "lscold",
-                                           "lswarm", "ddw", "ddr", "saves", "rm"}
+    unknown = set(p["workloads"] or ()) - {w[0] for w in workloads(dict(p, src="", tree_files=0,
+                                                                         tree_bytes=0))}
     if unknown:
         sys.exit(f"bench: unknown workload(s): {', '.join(sorted(unknown))}")
 
@@ -718,8 +910,9 @@ def main():
         p["tree_files"], p["tree_bytes"] = int(m.group(1)), int(m.group(2))
 
         lat = a.latency_ms
-        configs = ["local disk", "sbfs 0 ms", "sbfs wb 0 ms", "sshfs 0 ms",
-                   f"sbfs {lat} ms", f"sbfs wb {lat} ms", f"sshfs {lat} ms"]
+        configs = ["local disk", "sbfs 0 ms", "sbfs wb 0 ms", "sshfs 0 ms", "rclone 0 ms",
+                   f"sbfs {lat} ms", f"sbfs wb {lat} ms", f"sshfs {lat} ms",
+                   f"rclone {lat} ms"]
         have_git = shutil.which("git") is not None
         if not have_git:
             notes.append("git not installed: git workloads fail (apt-get install git)")
@@ -739,21 +932,26 @@ def main():
             sshd = Sshd(base, a.ssh_port)
             sshd.start()
         if not sshd:
-            configs = [c for c in configs if not c.startswith("sshfs")]
+            configs = [c for c in configs if not c.startswith(("sshfs", "rclone"))]
+        elif not shutil.which("rclone"):
+            notes.append("rclone peer skipped: rclone not installed (Debian: apt-get install rclone)")
+            configs = [c for c in configs if not c.startswith("rclone")]
         if a.only:
             want = [s.strip() for s in a.only.split(",")]
             configs = [c for c in configs if c in want]
 
-        results, calls, requests, journal = {}, {}, {}, {}
+        results, calls, requests, journal, lost = {}, {}, {}, {}, {}
         relay_duration = 3600
         for i, c in enumerate(configs):
             if c == "local disk":
                 t = LocalDisk(base)
             elif c.startswith("sbfs"):
                 t = Sbfs(base, int(c.split()[-2]), " wb " in c, i)
+            elif c.startswith("rclone"):
+                t = Rclone(base, sshd, int(c.split()[-2]), i, relay_duration)
             else:
                 t = Sshfs(base, sshd, int(c.split()[-2]), i, relay_duration)
-            why = run_target(t, p, timeout, results, calls, requests, journal)
+            why = run_target(t, p, timeout, results, calls, requests, journal, lost)
             if why and c.startswith("sbfs wb"):
                 notes.append(f"{c}: {why}")
         extra_lines = []
@@ -765,8 +963,8 @@ def main():
                      "seen it; dd read: the file is written out of band the same way.")
         notes.append("sshfs 0 ms connects to sshd directly; at N ms through "
                      "tests/bench/delay_relay.py (N/2 ms each way). Default sshfs caching.")
-        text = report(p, configs, results, calls, requests, journal, notes, extra_lines,
-                      started)
+        text = report(p, configs, results, calls, requests, journal, lost, notes,
+                      extra_lines, started)
         print()
         print(text)
         if a.out:

@@ -184,9 +184,11 @@ mount_watched() {
 	(($(calls list) - l0 <= 1)) || fail "$(($(calls list) - l0)) listings after one file changed"
 }
 
-@test "without -o watch the mount is not watched and an sbexec forgets what is cached" {
+@test "a backend that can watch does by default; with -o nowatch an sbexec forgets what is cached" {
 	backend_watches_changes || skip "the ${SBFS_TEST_BACKEND:-} backend does not report changes"
-	assert_eq "$(status_json | jq .watched)" false "sbfs status: watched"
+	assert_eq "$(status_json | jq .watched)" true "sbfs status of a default mount: watched"
+	mount_sbfs -n unwatched -o nowatch
+	assert_eq "$(status_json | jq .watched)" false "sbfs status with -o nowatch: watched"
 	mkdir "$MNT/d"
 	ls "$MNT/d" >/dev/null
 	local l0

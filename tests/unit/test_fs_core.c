@@ -656,6 +656,38 @@ static void test_watched_keeps_what_did_not_change(void)
 	teardown(&t);
 }
 
+/* A file the sandbox replaces while it is open: the open goes on reading
+ * the version it read (the kernel may split one read() into several
+ * requests, which must not see two versions); the next open sees the new
+ * one. */
+static void test_watched_report_keeps_an_open_readers_version(void)
+{
+	struct t t;
+	setup(&t);
+	atomic_store(&t.fs.watched, true);
+	mem_put(t.b, W "/r", "AAAAAAAA");
+	uint64_t r = look(&t, ROOT, "r");
+	struct fs_open o = {.flags = O_RDONLY};
+	CHECK_INT(fs_open(&t.fs, r, &o), 0);
+	char buf[8] = "";
+	struct fs_later later = {0};
+	CHECK_INT(fs_read(&t.fs, r, o.fh, buf, 4, 0, &later), 4);
+	CHECK(memcmp(buf, "AAAA", 4) == 0);
+	mem_put(t.b, W "/r", "BBBBBBBB");
+	struct stat st;
+	CHECK(stat_now(&t, W "/r", &st));
+	fs_changed(&t.fs, "r", &st);
+	CHECK_INT(fs_read(&t.fs, r, o.fh, buf, 4, 4, &later), 4);
+	CHECK(memcmp(buf, "AAAA", 4) == 0);
+	fs_release(&t.fs, r, o.fh);
+	o = (struct fs_open){.flags = O_RDONLY};
+	CHECK_INT(fs_open(&t.fs, r, &o), 0);
+	CHECK_INT(fs_read(&t.fs, r, o.fh, buf, 8, 0, &later), 8);
+	CHECK(memcmp(buf, "BBBBBBBB", 8) == 0);
+	fs_release(&t.fs, r, o.fh);
+	teardown(&t);
+}
+
 static void test_watched_expiry(void)
 {
 	struct t t;
@@ -739,6 +771,7 @@ int main(void)
 	test_notifications();
 	test_watched_keeps_what_did_not_change();
 	test_watched_expiry();
+	test_watched_report_keeps_an_open_readers_version();
 #ifdef SBFS_LOCK_CHECK
 	test_lock_order_checked();
 #endif
