@@ -28,6 +28,7 @@ struct file_state *file_state_new(const char *spool_dir, off_t size,
 	f->mode = mode & 07777;
 	f->remote_exists = remote_exists;
 	f->window = READ_WINDOW_MIN;
+	f->window_cap = READ_WINDOW_MAX;
 	f->seq_next = -1;
 	f->identity_known = remote_exists;
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
@@ -84,6 +85,7 @@ struct fetch {
 	char *path;
 	struct range r;
 	uint64_t gen;
+	struct timespec started;
 	char expect[SB_IDENT_MAX]; /* f->ident when it started */
 	char ident[SB_IDENT_MAX];  /* what the guest reported */
 	off_t ident_size;
@@ -125,6 +127,7 @@ static struct fetch *fetch_begin(struct file_state *f, struct sb_backend *b,
 	fe->b = b;
 	fe->r = r;
 	fe->gen = atomic_load(&f->content_gen);
+	clock_gettime(CLOCK_MONOTONIC, &fe->started);
 	memcpy(fe->expect, f->ident, sizeof fe->expect);
 	f->inflight[f->n_inflight++] = r;
 	return fe;
@@ -195,6 +198,13 @@ static int fetch_end(struct file_state *f, struct fetch *fe)
 	}
 	pthread_cond_broadcast(&f->fetched);
 	int r = fe->result;
+	if (r == 0) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long ms = (long)(now.tv_sec - fe->started.tv_sec) * 1000 +
+			  (now.tv_nsec - fe->started.tv_nsec) / 1000000;
+		f->window_cap = read_window_cap_after(f->window_cap, fe->got, ms);
+	}
 	if (atomic_load(&f->content_gen) != fe->gen)
 		return r == -ECANCELED || r == -ESTALE ? -ESTALE : r < 0 ? r : -ESTALE;
 	if (r == -ESTALE) {
@@ -322,6 +332,7 @@ static int make_present(struct file_state *f, struct sb_backend *b,
 			.end = *end,
 			.size = f->size,
 			.window = window,
+			.max_window = f->window_cap,
 			.ahead = ahead < slots ? ahead : (unsigned)slots,
 		};
 		size_t n = slots ? read_plan(&in, plan, slots, next_window) : 0;

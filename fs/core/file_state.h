@@ -60,6 +60,7 @@ struct file_state {
 	unsigned pins;           /* coherence passes using it unlocked */
 	off_t seq_next;          /* where a sequential reader reads next */
 	size_t window;           /* current read window */
+	size_t window_cap;       /* its bound on this link (readahead.h) */
 	/* Fetches under way (readahead.h): they stream into the spool
 	 * without f->lock, each into a range nothing else writes until it
 	 * is done; `fetched` is signalled as each one ends. */

@@ -44,11 +44,14 @@ size_t read_plan(const struct read_plan_in *in, struct range *out, size_t max,
 		 size_t *next_window)
 {
 	size_t n = 0, ahead = 0;
+	size_t cap = in->max_window ? in->max_window : READ_WINDOW_MAX;
 	size_t w = in->window ? in->window : READ_WINDOW_MIN;
+	if (w > cap)
+		w = cap;
 	off_t window = (off_t)w;
 	/* Read-ahead reaches at most this far: a bound on what is fetched
 	 * for a reader that stops. */
-	off_t horizon = in->end + (off_t)in->ahead * READ_WINDOW_MAX;
+	off_t horizon = in->end + (off_t)in->ahead * (off_t)cap;
 	if (horizon > in->size)
 		horizon = in->size;
 	off_t pos = in->off;
@@ -74,6 +77,8 @@ size_t read_plan(const struct read_plan_in *in, struct range *out, size_t max,
 			ahead++;
 		pos = stop;
 		w = read_window_next(w, 1);
+		if (w > cap)
+			w = cap;
 		window = (off_t)w;
 	}
 	if (next_window)
@@ -88,4 +93,16 @@ size_t read_window_next(size_t window, int sequential)
 	if (window < READ_WINDOW_MIN)
 		return READ_WINDOW_MIN;
 	return window >= READ_WINDOW_MAX / 2 ? READ_WINDOW_MAX : window * 2;
+}
+
+size_t read_window_cap_after(size_t cap, size_t bytes, long ms)
+{
+	if (ms > READ_WINDOW_SLOW_MS) {
+		size_t half = bytes / 2 - (bytes / 2) % READ_WINDOW_ALIGN;
+		if (half < cap)
+			cap = half;
+	} else if (ms < READ_WINDOW_SLOW_MS / 4 && bytes >= cap) {
+		cap = cap >= READ_WINDOW_MAX / 2 ? READ_WINDOW_MAX : cap * 2;
+	}
+	return cap < READ_WINDOW_MIN ? READ_WINDOW_MIN : cap;
 }

@@ -17,10 +17,15 @@
  * its block size. */
 #define READ_WINDOW_ALIGN (64 * 1024)
 #define READ_WINDOW_MIN (128 * 1024)
-#define READ_WINDOW_MAX (8 * 1024 * 1024)
+#define READ_WINDOW_MAX (64 * 1024 * 1024)
 /* Fetches in flight per file (the one a reader waits for included); each
  * streams into the spool, so this bounds round trips, not memory. */
-#define READ_INFLIGHT_MAX 4
+#define READ_INFLIGHT_MAX 8
+/* A window that took longer than this to arrive (its siblings in flight
+ * sharing the link) halves the file's window cap; one that took under a
+ * quarter of it, at the cap, doubles it. The largest windows are for a
+ * fast link: on a slow one a window stays well inside a call's deadline. */
+#define READ_WINDOW_SLOW_MS 2000
 
 struct read_plan_in {
 	const struct range_set *present; /* bytes the spool holds */
@@ -29,6 +34,7 @@ struct read_plan_in {
 	off_t off, end;                  /* the read, clipped to size */
 	off_t size;                      /* the file's size */
 	size_t window;                   /* bytes of the first fetch */
+	size_t max_window;               /* 0: READ_WINDOW_MAX */
 	unsigned ahead;                  /* read-ahead windows past end */
 };
 
@@ -45,5 +51,9 @@ size_t read_plan(const struct read_plan_in *in, struct range *out, size_t max,
 /* The next window size: doubled on sequential access up to
  * READ_WINDOW_MAX, back to READ_WINDOW_MIN otherwise. */
 size_t read_window_next(size_t window, int sequential);
+
+/* The window cap after a window of `bytes` arrived in `ms` (see
+ * READ_WINDOW_SLOW_MS): between READ_WINDOW_MIN and READ_WINDOW_MAX. */
+size_t read_window_cap_after(size_t cap, size_t bytes, long ms);
 
 #endif

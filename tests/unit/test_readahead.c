@@ -88,6 +88,28 @@ int main(void)
 	CHECK_INT(out[1].start, 128 * K);
 	CHECK_INT(out[1].end, 300 * K);
 
+	/* A slow link's cap: windows no larger, read-ahead no further. */
+	range_set_clear(&present);
+	struct read_plan_in capped = {
+		.present = &present, .off = 0, .end = 1 * M, .size = 1024 * M,
+		.window = 16 * M, .max_window = 2 * M, .ahead = 3,
+	};
+	n = read_plan(&capped, out, READ_INFLIGHT_MAX, &next);
+	CHECK_INT(n, 4);
+	for (size_t i = 0; i < n; i++)
+		CHECK_INT(out[i].end - out[i].start, 2 * M);
+	CHECK_INT(next, 2 * M);
+
+	/* The cap follows how long windows take to arrive: halved by a slow
+	 * one, doubled by a quick one at the cap, never past the bounds. */
+	CHECK_INT(read_window_cap_after(READ_WINDOW_MAX, 8 * M, READ_WINDOW_SLOW_MS + 1), 4 * M);
+	CHECK_INT(read_window_cap_after(4 * M, 4 * M, 10), 8 * M);
+	CHECK_INT(read_window_cap_after(4 * M, 1 * M, 10), 4 * M); /* not at the cap */
+	CHECK_INT(read_window_cap_after(4 * M, 4 * M, READ_WINDOW_SLOW_MS), 4 * M);
+	CHECK_INT(read_window_cap_after(READ_WINDOW_MAX, READ_WINDOW_MAX, 1), READ_WINDOW_MAX);
+	CHECK_INT(read_window_cap_after(READ_WINDOW_MIN, 64 * K, 100000), READ_WINDOW_MIN);
+	CHECK_INT(read_window_cap_after(READ_WINDOW_MAX, 3 * M + 1, 100000) % READ_WINDOW_ALIGN, 0);
+
 	CHECK_INT(read_window_next(READ_WINDOW_MAX, 1), READ_WINDOW_MAX);
 	CHECK_INT(read_window_next(READ_WINDOW_MAX, 0), READ_WINDOW_MIN);
 	CHECK_INT(read_window_next(0, 1), READ_WINDOW_MIN);
