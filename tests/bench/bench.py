@@ -776,51 +776,38 @@ def report(p, configs, results, calls, requests, journal, lost, notes, extra_lin
                 row.append(f"{v / limit:.1f}×" if limit and isinstance(v, float) else "—")
         L.append("| " + " | ".join(row) + " |")
     L.append("")
+    def table(title, tcols, cell, rows=None):
+        """A workload × configuration table; cell(key, col) is its text,
+        rows(key) which workloads have a row (default: all)."""
+        L.append(title)
+        L.append("")
+        L.append("| workload | " + " | ".join(tcols) + " |")
+        L.append("|---|" + "---|" * len(tcols))
+        for key, label, _, _ in wl:
+            if rows is None or rows(key):
+                L.append("| " + label + " | " + " | ".join(cell(key, c) for c in tcols) + " |")
+        L.append("")
+
     sb = [c for c in cols if c.startswith("sbfs")]
-    L.append("sbfs backend calls per workload (total of `sbfs status --json` .calls "
-             "deltas; the three largest kinds):")
-    L.append("")
-    L.append("| workload | " + " | ".join(sb) + " |")
-    L.append("|---|" + "---|" * len(sb))
-    for key, label, _, _ in wl:
-        L.append("| " + label + " | " + " | ".join(
-            fmt_calls(calls[(c, key)]) if (c, key) in calls else "—" for c in sb) + " |")
-    L.append("")
-    L.append("sbfs daemon requests per workload (what the kernel could not answer from "
-             "its caches: total of `sbfs status --json` .requests deltas; the three "
-             "largest kinds):")
-    L.append("")
-    L.append("| workload | " + " | ".join(sb) + " |")
-    L.append("|---|" + "---|" * len(sb))
-    for key, label, _, _ in wl:
-        L.append("| " + label + " | " + " | ".join(
-            fmt_calls(requests[(c, key)]) if (c, key) in requests else "—" for c in sb) + " |")
-    L.append("")
+    table("sbfs backend calls per workload (total of `sbfs status --json` .calls "
+          "deltas; the three largest kinds):", sb,
+          lambda key, c: fmt_calls(calls[(c, key)]) if (c, key) in calls else "—")
+    table("sbfs daemon requests per workload (what the kernel could not answer from "
+          "its caches: total of `sbfs status --json` .requests deltas; the three "
+          "largest kinds):", sb,
+          lambda key, c: fmt_calls(requests[(c, key)]) if (c, key) in requests else "—")
     rc = [c for c in cols if c.startswith("rclone")]
     if rc:
-        L.append("rclone: files the mount showed that the remote lacked (or held at "
-                 "another size) once rclone's uploads had settled after each step:")
-        L.append("")
-        L.append("| workload | " + " | ".join(rc) + " |")
-        L.append("|---|" + "---|" * len(rc))
-        for key, label, _, _ in wl:
-            if key in WRITE_STEPS:
-                L.append("| " + label + " | " + " | ".join(
-                    lost.get((c, key), "—") for c in rc) + " |")
-        L.append("")
+        table("rclone: files the mount showed that the remote lacked (or held at "
+              "another size) once rclone's uploads had settled after each step:", rc,
+              lambda key, c: lost.get((c, key), "—"), lambda key: key in WRITE_STEPS)
     wbc = [c for c in sb if any((c, key) in journal for key, _, _, _ in wl)]
     if wbc:
-        L.append("Write-back journal per workload (folder fsyncs that made its entries "
-                 "durable before each close returned; fewer fsyncs than entries: closes "
-                 "that arrived together shared one):")
-        L.append("")
-        L.append("| workload | " + " | ".join(wbc) + " |")
-        L.append("|---|" + "---|" * len(wbc))
-        for key, label, _, _ in wl:
-            if any((c, key) in journal for c in wbc):
-                L.append("| " + label + " | " + " | ".join(
-                    journal.get((c, key), "—") for c in wbc) + " |")
-        L.append("")
+        table("Write-back journal per workload (folder fsyncs that made its entries "
+              "durable before each close returned; fewer fsyncs than entries: closes "
+              "that arrived together shared one):", wbc,
+              lambda key, c: journal.get((c, key), "—"),
+              lambda key: any((c, key) in journal for c in wbc))
     for line in extra_lines:
         L.append(f"- {line}")
     for line in notes:
