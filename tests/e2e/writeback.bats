@@ -376,7 +376,10 @@ f3"
 }
 
 @test "writeback: a queued rmdir the sandbox refuses is reported at sync, the file kept" {
-	wb_mount
+	# A watched mount sees the write behind its back and answers
+	# ENOTEMPTY at once (coherence.bats); this is the path where it
+	# cannot know.
+	if backend_watches_changes; then wb_mount nowatch; else wb_mount; fi
 	local ws
 	ws=$(backend_host_workspace)
 	[[ -n $ws ]] ||
