@@ -1,4 +1,5 @@
 #include "own_changes.h"
+#include "util/timespec.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -136,12 +137,7 @@ void own_changes_wait(struct own_changes *oc, const char *rel, int wait_ms)
 {
 	struct timespec until;
 	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	until = timespec_after_ms(until, wait_ms);
 	uint64_t h = hash_of(rel);
 	pthread_mutex_lock(&oc->mu);
 	for (;;) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../../util/log.h"
+#include "../../util/timespec.h"
 #include "../core/fs_internal.h"
 #include "wb_removes_queue.h"
 
@@ -244,16 +245,6 @@ int wbr_queue(struct wb_removes *r, const char *path, bool is_dir)
 	return rc;
 }
 
-static struct timespec after_ms(struct timespec t, long ms)
-{
-	t.tv_nsec += ms * 1000000L;
-	while (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
-	return t;
-}
-
 static bool reached(const struct timespec *t)
 {
 	struct timespec now;
@@ -273,7 +264,7 @@ static void *drainer(void *arg)
 		}
 		/* Idle for WBR_IDLE_MS since the last queued remove, or
 		 * enough waiting that a batch is due anyway. */
-		struct timespec due = after_ms(r->last_push, WBR_IDLE_MS);
+		struct timespec due = timespec_after_ms(r->last_push, WBR_IDLE_MS);
 		if (rmq_pending(&r->q) < WBR_DRAIN_AT && !reached(&due)) {
 			pthread_cond_timedwait(&r->work, &r->lock, &due);
 			continue;

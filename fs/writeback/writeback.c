@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../../util/log.h"
+#include "../../util/timespec.h"
 #include "../core/fs_internal.h"
 #include "wb_journal.h"
 #include "wb_removes.h"
@@ -74,13 +75,7 @@ static int queue_push(struct wb *w, uint64_t ino, off_t bytes)
 /* When the i-th queued file has waited WB_HOLD_MS. */
 static struct timespec ripe_at(const struct wb *w, size_t i)
 {
-	struct timespec t = w->qt[i];
-	t.tv_nsec += WB_HOLD_MS * 1000000L;
-	if (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
-	return t;
+	return timespec_after_ms(w->qt[i], WB_HOLD_MS);
 }
 
 static bool ripe(const struct wb *w, size_t i, const struct timespec *now)
