@@ -211,8 +211,11 @@ struct sb_backend_ops {
 	int (*chown)(struct sb_backend *b, const char *path, uid_t uid,
 		     gid_t gid);
 	/* link(2): a new name for an existing non-directory (-EPERM for a
-	 * directory, -EEXIST when to exists). */
-	int (*link)(struct sb_backend *b, const char *from, const char *to);
+	 * directory, -EEXIST when to exists). st (never NULL) is zeroed by
+	 * the caller; a backend that has the new name's lstat at no extra
+	 * cost fills it (st_ino set), so no stat call follows. */
+	int (*link)(struct sb_backend *b, const char *from, const char *to,
+		    struct stat *st);
 	int (*readlink)(struct sb_backend *b, const char *path, char **target);
 	int (*statfs)(struct sb_backend *b, const char *path, struct statvfs *st);
 
@@ -434,7 +437,11 @@ int sb_utimens(struct sb_backend *b, const char *path,
 	       const struct timespec ts[2]);
 int sb_symlink(struct sb_backend *b, const char *target, const char *linkpath);
 int sb_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid);
-int sb_link(struct sb_backend *b, const char *from, const char *to);
+/* On success *st is the new name's lstat (with *link_target as sb_stat
+ * gives it): from the link call itself where the backend has it, else
+ * from a stat call. */
+int sb_link(struct sb_backend *b, const char *from, const char *to,
+	    struct stat *st, char **link_target);
 int sb_readlink(struct sb_backend *b, const char *path, char **target);
 int sb_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
 /* Removes many paths, in order, as one counted remove call (dispatch.c,

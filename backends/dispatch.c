@@ -162,7 +162,7 @@ static int call_backend(struct sb_backend *b, void *arg)
 	case SB_CALL_CHOWN:
 		return NATIVE_OR_SHELL(chown, shell_chown, c->path, c->uid, c->gid);
 	case SB_CALL_LINK:
-		return NATIVE_OR_SHELL(link, shell_hardlink, c->path, c->to);
+		return NATIVE_OR_SHELL(link, shell_hardlink, c->path, c->to, c->st);
 	case SB_CALL_CREATE: case SB_CALL_DESTROY: case SB_CALL_COUNT:
 		break; /* lifecycle, not dispatched (registry.c) */
 	}
@@ -205,6 +205,8 @@ static void reset(struct call *c)
 	c->reached = c->shell = false;
 	if (c->kind == SB_CALL_READ)
 		*c->got = 0;
+	if (c->kind == SB_CALL_LINK)
+		*c->st = (struct stat){0};
 	for (size_t i = 0; c->up && i < c->n; i++)
 		c->up[i].rc = -EIO;
 	for (size_t i = 0; c->rm && i < c->n; i++)
@@ -541,10 +543,19 @@ int sb_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid)
 	return call_run(b, &c);
 }
 
-int sb_link(struct sb_backend *b, const char *from, const char *to)
+int sb_link(struct sb_backend *b, const char *from, const char *to,
+	    struct stat *st, char **link_target)
 {
-	struct call c = {.kind = SB_CALL_LINK, .path = from, .to = to};
-	return call_run(b, &c);
+	if (link_target)
+		*link_target = NULL;
+	*st = (struct stat){0};
+	struct call c = {.kind = SB_CALL_LINK, .path = from, .to = to, .st = st};
+	int rc = call_run(b, &c);
+	/* A symlink's target, or a repeat that found its work done, comes
+	 * from the stat call. */
+	if (rc == 0 && (st->st_ino == 0 || (S_ISLNK(st->st_mode) && link_target)))
+		rc = sb_stat(b, to, st, link_target);
+	return rc;
 }
 
 /* ---- batch remove (write-back mode) ----

@@ -30,7 +30,9 @@ int shell_utimens(struct sb_backend *b, const char *path,
 int shell_symlink(struct sb_backend *b, const char *target,
 		  const char *linkpath);
 int shell_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid);
-int shell_hardlink(struct sb_backend *b, const char *from, const char *to);
+/* Leaves st as it is: sb_link stats the new name. */
+int shell_hardlink(struct sb_backend *b, const char *from, const char *to,
+		   struct stat *st);
 int shell_readlink(struct sb_backend *b, const char *path, char **target);
 int shell_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
 /* Many removes in one guest command per chunk (chunks stay well under

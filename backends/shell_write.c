@@ -257,8 +257,10 @@ int shell_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid)
 	return shell_run(b, "chown", script, args, -1, NULL, NULL);
 }
 
-int shell_hardlink(struct sb_backend *b, const char *from, const char *to)
+int shell_hardlink(struct sb_backend *b, const char *from, const char *to,
+		   struct stat *st)
 {
+	(void)st;
 	if (!shell_path_ok(from) || !shell_path_ok(to))
 		return -EINVAL;
 	/* link(2) checks first: no source, a directory source (EPERM), an

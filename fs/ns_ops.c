@@ -387,12 +387,10 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	char *to = from ? fs_child_path_of(fs, newparent, newname, &err) : NULL;
 	if (to)
 		err = upload_before_link(fs, ino, from);
-	if (to && err == 0)
-		err = sb_link(fs->b, from, to);
 	struct stat st;
 	char *target = NULL;
 	if (to && err == 0)
-		err = sb_stat(fs->b, to, &st, &target);
+		err = sb_link(fs->b, from, to, &st, &target);
 	free(from);
 	free(to);
 	if (err == 0) {

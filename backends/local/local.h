@@ -94,7 +94,8 @@ int local_utimens(struct sb_backend *b, const char *path,
 int local_symlink(struct sb_backend *b, const char *target,
 		  const char *linkpath);
 int local_chown(struct sb_backend *b, const char *path, uid_t uid, gid_t gid);
-int local_link(struct sb_backend *b, const char *from, const char *to);
+int local_link(struct sb_backend *b, const char *from, const char *to,
+	       struct stat *st);
 int local_readlink(struct sb_backend *b, const char *path, char **target);
 int local_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
 

@@ -509,12 +509,13 @@ static int locate_pair(struct sb_backend *b, const char *from, const char *to,
 	return rc;
 }
 
-int local_link(struct sb_backend *b, const char *from, const char *to)
+int local_link(struct sb_backend *b, const char *from, const char *to,
+	       struct stat *st)
 {
 	struct loc a, c;
 	int rc = locate_pair(b, from, to, &a, &c);
 	if (rc == -ELOOP)
-		return shell_hardlink(b, from, to);
+		return shell_hardlink(b, from, to, st);
 	if (rc < 0)
 		return rc;
 	/* no AT_SYMLINK_FOLLOW: a link to a symlink is to the symlink, as
@@ -523,6 +524,12 @@ int local_link(struct sb_backend *b, const char *from, const char *to)
 	rc = linkat(a.dirfd, a.name, c.dirfd, c.name, 0) < 0 ? -errno : 0;
 	own_end(b, &of, rc, a.dirfd, a.name, -1); /* its link count and ctime */
 	own_end(b, &ot, rc, c.dirfd, c.name, -1);
+	/* The new name's attributes, which the caller would otherwise ask
+	 * for in a second call: a symlink's target is left to that call. */
+	if (rc == 0 && stat_at(c.dirfd, c.name, st, NULL) == 0)
+		show_guest_ids(b, st);
+	else
+		*st = (struct stat){0};
 	close(a.dirfd);
 	close(c.dirfd);
 	return rc;

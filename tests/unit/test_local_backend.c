@@ -136,6 +136,26 @@ static void file_ops(struct sb_backend *b, const char *host_ws)
 	CHECK_INT(st.st_mtim.tv_sec, 1200000000);
 	CHECK_INT(st.st_atim.tv_sec, 1000000000);
 
+	/* link gives the new name's attributes: the same file, two names;
+	 * natively without a stat call of its own */
+	struct stat lst, ost;
+	uint64_t stats0 = atomic_load(&b->counters.calls[SB_CALL_STAT]);
+	CHECK_INT(sb_link(b, "/workspace/d1/d2/f.txt", "/workspace/d1/f2.txt", &lst, &t), 0);
+	uint64_t link_stats = atomic_load(&b->counters.calls[SB_CALL_STAT]) - stats0;
+	CHECK_INT(link_stats, b->shell_only ? 1 : 0);
+	CHECK(t == NULL);
+	CHECK_INT(sb_stat(b, "/workspace/d1/d2/f.txt", &ost, NULL), 0);
+	CHECK(lst.st_ino == ost.st_ino && lst.st_dev == ost.st_dev);
+	CHECK_INT(lst.st_nlink, 2);
+	CHECK_INT(lst.st_uid, ost.st_uid);
+	CHECK_INT(lst.st_size, 3);
+	CHECK_INT(sb_link(b, "/workspace/d1/d2/f.txt", "/workspace/d1/f2.txt", &lst, NULL), -EEXIST);
+	CHECK_INT(sb_link(b, "/workspace/d1/link", "/workspace/d1/link2", &lst, &t), 0);
+	CHECK(S_ISLNK(lst.st_mode) && t && strcmp(t, "d2/f.txt") == 0);
+	free(t);
+	CHECK_INT(sb_remove(b, "/workspace/d1/link2", false), 0);
+	CHECK_INT(sb_remove(b, "/workspace/d1/f2.txt", false), 0);
+
 	CHECK_INT(sb_rename(b, "/workspace/d1/d2/f.txt", "/workspace/d1/g.txt", false), 0);
 	CHECK_INT(sb_write_file(b, "/workspace/d1/h.txt", fd, 5, 0644), 0);
 	CHECK_INT(sb_rename(b, "/workspace/d1/h.txt", "/workspace/d1/g.txt", true), -EEXIST);
