@@ -54,10 +54,13 @@ struct file_state *fs_handle_file(struct fs *fs, uint64_t fh,
  * lock held, dropped around the call. -EAGAIN when the mount kept
  * changing the directory during every try (nothing is cached then). */
 int fs_load_listing(struct fs *fs, uint64_t ino);
-/* Forgets the attributes of every node that is the sandbox file
- * (dev, ino), here and in the kernel: its link count (by nlink_delta)
- * and ctime changed with a link or unlink of another name. Table lock
- * NOT held. */
-void fs_forget_same_file(struct fs *fs, dev_t dev, ino_t ino, int nlink_delta);
+/* A link or unlink of another name changed the link count (by
+ * nlink_delta) and ctime of the sandbox file (dev, ino): every node that
+ * is that file follows, here and in the kernel. keep: their attributes
+ * stay cached with the mount's time as ctime (an unlink changed nothing
+ * else); otherwise they are asked of the sandbox next (a link, whose stat
+ * the caller records for the two names it saw). Table lock NOT held. */
+void fs_same_file_relinked(struct fs *fs, dev_t dev, ino_t ino,
+			   int nlink_delta, bool keep);
 
 #endif

@@ -141,7 +141,7 @@ static void record_remove(struct fs *fs, uint64_t parent, const char *name,
 	}
 	table_unlock(fs);
 	if (linked)
-		fs_forget_same_file(fs, file_dev, file_ino, -1);
+		fs_same_file_relinked(fs, file_dev, file_ino, -1, true);
 }
 
 static int remove_child(struct fs *fs, uint64_t parent, const char *name,

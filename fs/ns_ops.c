@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs_node.h"
@@ -283,6 +284,8 @@ struct same_file {
 	dev_t dev;
 	ino_t ino;
 	int nlink_delta;
+	bool keep; /* attributes stay cached, with a new ctime */
+	struct timespec now;
 	uint64_t *v;
 	size_t n, cap;
 };
@@ -302,7 +305,10 @@ static void collect_same_file(struct node *n, void *arg)
 		s->v = v;
 		s->cap = cap;
 	}
-	node_forget_attr(n);
+	if (s->keep)
+		n->st.st_ctim = s->now;
+	else
+		node_forget_attr(n);
 	/* A spool being written keeps its attributes (they are ours until
 	 * its upload): only the link count is the sandbox's to change. */
 	long links = (long)n->st.st_nlink + s->nlink_delta;
@@ -311,13 +317,14 @@ static void collect_same_file(struct node *n, void *arg)
 	s->v[s->n++] = n->ino;
 }
 
-/* Forgets the attributes of every node that is the sandbox file
- * (dev, ino), here and in the kernel. Table lock not held. */
-void fs_forget_same_file(struct fs *fs, dev_t dev, ino_t ino, int nlink_delta)
+void fs_same_file_relinked(struct fs *fs, dev_t dev, ino_t ino,
+			   int nlink_delta, bool keep)
 {
 	if (ino == 0) /* a backend that does not report inodes */
 		return;
-	struct same_file s = {.dev = dev, .ino = ino, .nlink_delta = nlink_delta};
+	struct same_file s = {.dev = dev, .ino = ino, .nlink_delta = nlink_delta,
+			      .keep = keep};
+	clock_gettime(CLOCK_REALTIME, &s.now);
 	table_lock(fs);
 	node_walk(fs->t.root, collect_same_file, &s);
 	table_unlock(fs);
@@ -394,7 +401,7 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	free(from);
 	free(to);
 	if (err == 0) {
-		fs_forget_same_file(fs, st.st_dev, st.st_ino, 1);
+		fs_same_file_relinked(fs, st.st_dev, st.st_ino, 1, false);
 		err = record_link(fs, ino, newparent, newname, &st, target, e);
 	}
 	free(target);
