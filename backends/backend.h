@@ -335,14 +335,20 @@ struct sb_backend {
 /* What the dispatcher asks the fs core around each call, so removes the
  * fs queued without a call stay invisible and ordered:
  *   before: ahead of every call except create, destroy and the batch
- *           remove itself, with the call's path: lands whatever the call
- *           could conflict with or observe (for a stat or a list_dir,
- *           only the removes whose link counts it would show);
+ *           remove itself, with the call's paths (to: link's and rename's
+ *           new name, symlink's linkpath; once per file of a batch
+ *           upload): lands whatever the call could conflict with or
+ *           observe (rmq_call_waits in fs/writeback/wb_removes_queue.h);
+ *   drain:  lands everything queued; true when anything was. A call the
+ *           sandbox refused for want of space is tried once more after
+ *           that (a queued remove would have freed it);
  *   gone:   stat of a path removed but not yet landed: true answers
  *           -ENOENT without a call;
  *   filter: after a successful list_dir: drops such entries. */
 struct sb_call_hooks {
-	void (*before)(void *arg, enum sb_call kind, const char *path);
+	void (*before)(void *arg, enum sb_call kind, const char *path,
+		       const char *to);
+	bool (*drain)(void *arg);
 	bool (*gone)(void *arg, const char *path);
 	void (*filter)(void *arg, const char *dir, struct sb_dirlist *l);
 	void *arg;

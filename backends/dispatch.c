@@ -340,8 +340,28 @@ static int count(struct sb_backend *b, enum sb_call kind, int rc, bool shell)
 static void before_call(struct sb_backend *b, const struct call *c)
 {
 	const struct sb_call_hooks *h = b->hooks;
-	if (h && h->before && !(c->kind == SB_CALL_REMOVE && c->batch))
-		h->before(h->arg, c->kind, c->path);
+	if (!h || !h->before || (c->kind == SB_CALL_REMOVE && c->batch))
+		return;
+	if (c->kind == SB_CALL_WRITE && c->batch) {
+		for (size_t i = 0; i < c->n; i++)
+			h->before(h->arg, c->kind, c->up[i].path, NULL);
+		return;
+	}
+	h->before(h->arg, c->kind, c->path, c->to);
+}
+
+/* The sandbox's disk (or quota) was full for this call: a queued remove
+ * landing may free what it needs. */
+static bool out_of_space(const struct call *c, int rc)
+{
+	if (c->kind == SB_CALL_EXEC)
+		return false; /* the command's own outcome */
+	if (rc == -ENOSPC || rc == -EDQUOT)
+		return true;
+	for (size_t i = 0; c->up && i < c->n; i++)
+		if (c->up[i].rc == -ENOSPC || c->up[i].rc == -EDQUOT)
+			return true;
+	return false;
 }
 
 /* The attempt loop of every call. */
@@ -351,11 +371,18 @@ static int call_run(struct sb_backend *b, struct call *c)
 	if (c->kind == SB_CALL_EXEC)
 		atomic_fetch_add(&b->execs_started, 1);
 	int rc;
-	do {
+	bool drained = false;
+	for (;;) {
 		reset(c);
 		rc = attempt(b, c);
 		count(b, c->kind, rc, c->shell);
-	} while (attempt_retry(b, c, rc));
+		/* refused, so nothing was done: safe to repeat once */
+		if (!drained && out_of_space(c, rc) && b->hooks && b->hooks->drain &&
+		    b->hooks->drain(b->hooks->arg))
+			drained = true;
+		else if (!attempt_retry(b, c, rc))
+			break;
+	}
 	if (c->kind == SB_CALL_EXEC) {
 		if (!c->reached && sb_backend_is_dead(b))
 			c->res->sandbox_terminated = true;

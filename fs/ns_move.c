@@ -66,6 +66,7 @@ struct remove_plan {
 	struct file_state *f;  /* its spool, pinned */
 	bool pending_below;    /* a directory with uploads still to land */
 	bool queue;            /* write-back may queue the remove */
+	uint64_t file_dev, file_ino; /* a file with other names: which */
 };
 
 static struct remove_plan plan_remove(struct fs *fs, uint64_t parent,
@@ -78,14 +79,19 @@ static struct remove_plan plan_remove(struct fs *fs, uint64_t parent,
 	pl.ino = n ? n->ino : 0;
 	pl.f = n ? fs_pin_file(fs, n) : NULL;
 	pl.pending_below = is_dir && n && pending_upload_below(n);
-	/* Write-back queues the remove (wb_removes.h): a file unless it has
-	 * other names (their link counts are asked of the sandbox next), a
-	 * directory only when it is known empty; otherwise the sandbox
-	 * answers now, after the queued removes it depends on (the
-	 * dispatcher lands them ahead of the call). */
+	/* Write-back queues the remove (wb_removes.h): a file (one with other
+	 * names with its identity, which a backend that reports no inodes
+	 * cannot give), a directory only when it is known empty; otherwise
+	 * the sandbox answers now, after the queued removes it depends on
+	 * (the dispatcher lands them ahead of the call). */
 	struct timespec now = fs_now();
+	bool linked = n && !is_dir && n->st.st_nlink > 1;
+	if (linked) {
+		pl.file_dev = n->guest_dev;
+		pl.file_ino = n->guest_ino;
+	}
 	pl.queue = fs->wb && n &&
-		   (is_dir ? known_empty(fs, n, &now) : n->st.st_nlink <= 1);
+		   (is_dir ? known_empty(fs, n, &now) : !linked || pl.file_ino);
 	table_unlock(fs);
 	return pl;
 }
@@ -105,7 +111,8 @@ static int remove_in_sandbox(struct fs *fs, const struct remove_plan *pl,
 		keep_open_content(fs, f, path);
 	if (f && !f->remote_exists)
 		err = 0; /* created here and never uploaded: nothing to remove */
-	else if (!pl->queue || wb_queue_remove(fs, path, is_dir) < 0)
+	else if (!pl->queue || wb_queue_remove(fs, path, is_dir, pl->file_dev,
+					       pl->file_ino) < 0)
 		err = sb_remove(fs->b, path, is_dir);
 	else
 		err = 0;

@@ -12,6 +12,7 @@
 
 #include "fs_node.h"
 #include "symlink_policy.h"
+#include "writeback/writeback.h"
 
 /* Directories with more entries than this are never listed just to answer
  * a lookup. */
@@ -384,6 +385,17 @@ static int record_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	return err;
 }
 
+/* Write-back: a queued remove of another name of the file lands first,
+ * or the link's answer would count that name. */
+static void drain_removes_of(struct fs *fs, uint64_t ino)
+{
+	table_lock(fs);
+	struct node *n = node_by_ino(&fs->t, ino);
+	uint64_t dev = n ? n->guest_dev : 0, file = n ? n->guest_ino : 0;
+	table_unlock(fs);
+	wb_drain_removes_of(fs, dev, file);
+}
+
 int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	    const char *newname, struct fs_entry *e, struct fs_later *later)
 {
@@ -394,6 +406,8 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	char *to = from ? fs_child_path_of(fs, newparent, newname, &err) : NULL;
 	if (to)
 		err = upload_before_link(fs, ino, from);
+	if (to && err == 0)
+		drain_removes_of(fs, ino);
 	struct stat st;
 	char *target = NULL;
 	if (to && err == 0)

@@ -167,23 +167,28 @@ void wbr_drain(struct wb_removes *r)
 
 /* ---- hooks (struct sb_call_hooks) ---- */
 
-/* A stat, or a listing of a directory's parent, would still count the
- * queued removes of its subdirectories in their link counts: those land
- * first. Every other call could conflict with any queued remove. */
-static void hook_before(void *arg, enum sb_call kind, const char *path)
+/* The queue lands before a call that could conflict with or observe it
+ * (rmq_call_waits); calls on other names go ahead of it. */
+static void hook_before(void *arg, enum sb_call kind, const char *path,
+			const char *to)
 {
 	struct wb_removes *r = arg;
-	int levels = kind == SB_CALL_STAT ? 1 : kind == SB_CALL_LIST ? 2 : 0;
-	if (levels && path) {
-		if (atomic_load(&r->outstanding) == 0)
-			return;
-		fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
-		bool counted = rmq_dir_removed_below(&r->q, path, levels);
-		fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
-		if (!counted)
-			return;
-	}
+	if (atomic_load(&r->outstanding) == 0)
+		return;
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
+	bool waits = rmq_call_waits(&r->q, kind, path, to);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
+	if (waits)
+		wbr_drain(r);
+}
+
+static bool hook_drain(void *arg)
+{
+	struct wb_removes *r = arg;
+	if (atomic_load(&r->outstanding) == 0)
+		return false;
 	wbr_drain(r);
+	return true;
 }
 
 static bool hook_gone(void *arg, const char *path)
@@ -225,12 +230,15 @@ bool wbr_rmdir_can_queue(const struct wbr_dir_view *d)
 	       d->list_exec_mark == d->exec_mark;
 }
 
-int wbr_queue(struct wb_removes *r, const char *path, bool is_dir)
+int wbr_queue(struct wb_removes *r, const char *path, bool is_dir,
+	      struct rmq_file linked)
 {
 	if (!r)
 		return -EAGAIN;
 	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
-	int rc = r->stop ? -EAGAIN : rmq_push(&r->q, path, is_dir);
+	int rc = r->stop ? -EAGAIN
+		 : linked.ino ? rmq_push_linked(&r->q, path, linked)
+			      : rmq_push(&r->q, path, is_dir);
 	if (rc == 0) {
 		r->pushed++;
 		atomic_fetch_add(&r->outstanding, 1);
@@ -243,6 +251,17 @@ int wbr_queue(struct wb_removes *r, const char *path, bool is_dir)
 	}
 	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 	return rc;
+}
+
+void wbr_drain_file(struct wb_removes *r, struct rmq_file file)
+{
+	if (!r || atomic_load(&r->outstanding) == 0)
+		return;
+	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
+	bool queued = rmq_names_file(&r->q, file);
+	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
+	if (queued)
+		wbr_drain(r);
 }
 
 static bool reached(const struct timespec *t)
@@ -344,7 +363,8 @@ struct wb_removes *wbr_start(struct fs *fs)
 	}
 	r->th_started = true;
 	r->hooks = (struct sb_call_hooks){
-		.before = hook_before, .gone = hook_gone, .filter = hook_filter,
+		.before = hook_before, .drain = hook_drain, .gone = hook_gone,
+		.filter = hook_filter,
 		.arg = r,
 	};
 	fs->b->hooks = &r->hooks;

@@ -3,13 +3,15 @@
  * many per backend call (sb_remove_many).
  *
  * Coherence, through the dispatcher's hooks (struct sb_call_hooks): the
- * queue drains before every backend call except list_dir and stat; a stat
- * of a queued path answers ENOENT without a call and listings leave queued
- * names out, so nothing shows a removed name again; a stat of a directory
- * (or a listing of its parent) drains first only when a subdirectory of it
- * is queued, whose removal the answer's link counts would show. A file with
- * other names is removed at once, not queued: their link counts are asked
- * of the sandbox next. A background thread
+ * queue drains before a backend call that could conflict with or observe
+ * it (rmq_call_waits: a call on a queued name or below one, a stat or
+ * listing whose link counts count a queued remove, a command, a rename);
+ * a stat of a queued path answers ENOENT without a call and listings leave
+ * queued names out, so nothing shows a removed name again. A call refused
+ * for want of space drains and is tried again. A name of a file with
+ * other names is queued with the file's identity: the mount shows the
+ * others one link fewer at once, any stat or listing drains first, and a
+ * link of that file drains first (wbr_drain_file). A background thread
  * drains WBR_IDLE_MS after the last queued remove, or at once when
  * WBR_DRAIN_AT are waiting. A remove that fails in the sandbox keeps the
  * sandbox's file: it is logged, listed in `sbfs status`, reported by the
@@ -22,6 +24,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "wb_removes_queue.h"
 
 #define WBR_IDLE_MS 80
 #define WBR_DRAIN_AT 4096
@@ -37,7 +41,8 @@ void wbr_stop(struct wb_removes *r);
 
 /* Queues the removal of guest path. 0, or negative when it could not be
  * queued (the caller then removes synchronously). */
-int wbr_queue(struct wb_removes *r, const char *path, bool is_dir);
+int wbr_queue(struct wb_removes *r, const char *path, bool is_dir,
+	      struct rmq_file linked);
 /* What the mount knows of a directory about to be removed. */
 struct wbr_dir_view {
 	bool has_children;   /* the mount still has a node below it */
@@ -55,6 +60,8 @@ bool wbr_rmdir_can_queue(const struct wbr_dir_view *d);
 
 /* Lands everything queued so far (and waits for a drain in progress). */
 void wbr_drain(struct wb_removes *r);
+/* wbr_drain when a name of file is queued or being removed. */
+void wbr_drain_file(struct wb_removes *r, struct rmq_file file);
 /* Failures not yet reported: appended to msg ("; "-separated, as far as it
  * has room), marked reported. Returns 0 or the first one's error. */
 int wbr_report(struct wb_removes *r, char *msg, size_t msglen);

@@ -40,6 +40,7 @@ void rmq_free(struct rmq *q)
 		}
 	}
 	free(q->buckets);
+	free(q->files);
 	memset(q, 0, sizeof *q);
 }
 
@@ -162,8 +163,17 @@ static int ancestors_update(struct rmq *q, const char *path, bool drop)
 	return 0;
 }
 
-int rmq_push(struct rmq *q, const char *path, bool is_dir)
+static int push(struct rmq *q, const char *path, bool is_dir,
+		struct rmq_file file)
 {
+	if (file.ino && q->nfiles == q->files_cap) {
+		size_t cap = q->files_cap ? q->files_cap * 2 : 8;
+		struct rmq_file *f = realloc(q->files, cap * sizeof *f);
+		if (!f)
+			return -ENOMEM;
+		q->files = f;
+		q->files_cap = cap;
+	}
 	if (q->head > 0 && q->head == q->n)
 		q->head = q->n = 0;
 	if (q->n == q->cap) {
@@ -191,9 +201,32 @@ int rmq_push(struct rmq *q, const char *path, bool is_dir)
 		free(copy);
 		return -ENOMEM;
 	}
-	q->v[q->n++] = (struct rmq_entry){.path = copy, .is_dir = is_dir};
+	q->v[q->n++] = (struct rmq_entry){.path = copy, .is_dir = is_dir,
+					  .file = file};
 	q->pending_bytes += strlen(path);
+	if (file.ino)
+		q->files[q->nfiles++] = file;
 	return 0;
+}
+
+int rmq_push(struct rmq *q, const char *path, bool is_dir)
+{
+	return push(q, path, is_dir, (struct rmq_file){0});
+}
+
+int rmq_push_linked(struct rmq *q, const char *path, struct rmq_file file)
+{
+	return push(q, path, false, file);
+}
+
+static void files_drop(struct rmq *q, struct rmq_file file)
+{
+	for (size_t i = 0; i < q->nfiles; i++) {
+		if (q->files[i].dev == file.dev && q->files[i].ino == file.ino) {
+			q->files[i] = q->files[--q->nfiles];
+			return;
+		}
+	}
 }
 
 size_t rmq_pending(const struct rmq *q)
@@ -231,6 +264,8 @@ void rmq_done(struct rmq *q, struct rmq_entry *v, size_t n)
 		set_drop(q, v[i].path);
 		if (v[i].is_dir)
 			ancestors_update(q, v[i].path, true);
+		if (v[i].file.ino)
+			files_drop(q, v[i].file);
 		free(v[i].path);
 	}
 	free(v);
@@ -295,4 +330,31 @@ bool rmq_dir_removed_below(const struct rmq *q, const char *dir, int levels)
 	if (k != stackbuf)
 		free(k);
 	return r;
+}
+
+bool rmq_names_file(const struct rmq *q, struct rmq_file file)
+{
+	for (size_t i = 0; i < q->nfiles; i++)
+		if (q->files[i].dev == file.dev && q->files[i].ino == file.ino)
+			return true;
+	return false;
+}
+
+bool rmq_call_waits(const struct rmq *q, enum sb_call kind, const char *path,
+		    const char *to)
+{
+	switch (kind) {
+	case SB_CALL_STAT:
+		return q->nfiles > 0 || (path && rmq_dir_removed_below(q, path, 1));
+	case SB_CALL_LIST:
+		return q->nfiles > 0 || (path && rmq_dir_removed_below(q, path, 2));
+	case SB_CALL_WRITE: case SB_CALL_MKDIR: case SB_CALL_CHMOD:
+	case SB_CALL_TRUNCATE: case SB_CALL_UTIMENS: case SB_CALL_CHOWN:
+	case SB_CALL_READ: case SB_CALL_READLINK:
+		return !path || rmq_gone(q, path);
+	case SB_CALL_SYMLINK: case SB_CALL_LINK:
+		return !to || rmq_gone(q, to);
+	default:
+		return true;
+	}
 }

@@ -9,10 +9,20 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "../../backends/backend.h"
+
+/* The sandbox file a removed name was one of several names of: the other
+ * names' link counts still count the name until its remove lands. */
+struct rmq_file {
+	uint64_t dev, ino;
+};
 
 struct rmq_entry {
 	char *path;
 	bool is_dir;
+	struct rmq_file file; /* ino 0: the name was the file's only one */
 };
 
 struct rmq_slot;
@@ -24,12 +34,17 @@ struct rmq {
 	struct rmq_slot **buckets;
 	size_t nbuckets, nset; /* set: pending and taken, not yet done, and
 				* two ancestor keys per directory among them */
+	struct rmq_file *files; /* of the entries pending and taken that
+				 * name a file with other names */
+	size_t nfiles, files_cap;
 };
 
 void rmq_init(struct rmq *q);
 void rmq_free(struct rmq *q);
 /* Appends a copy of path; 0 or -ENOMEM (then nothing changed). */
 int rmq_push(struct rmq *q, const char *path, bool is_dir);
+/* The same for a name of file, which has other names. */
+int rmq_push_linked(struct rmq *q, const char *path, struct rmq_file file);
 size_t rmq_pending(const struct rmq *q);
 /* Moves the oldest pending entries out (at most max, and max_bytes of
  * path unless that leaves none): *out gets a malloc'd array whose paths
@@ -45,5 +60,25 @@ bool rmq_gone_in(const struct rmq *q, const char *dir, const char *name);
  * removed: dir's own link count (1), or a listing's counts of dir's
  * subdirectories (2), would still count it. */
 bool rmq_dir_removed_below(const struct rmq *q, const char *dir, int levels);
+/* Whether a name of file is queued or being removed. */
+bool rmq_names_file(const struct rmq *q, struct rmq_file file);
+
+/* Whether the queue must land before a call of this kind on path (and
+ * to, its second path; NULL: none or unknown) goes to the sandbox:
+ *   a stat or listing whose answer counts a queued remove: a link count
+ *   of a directory (rmq_dir_removed_below) or of a file with other names
+ *   (any stat or listing while one is queued: which names are its other
+ *   ones the sandbox alone knows);
+ *   a call that makes or writes a name the queue removes or is below one
+ *   (write, mkdir, symlink, the new name of a link), or that acts on one
+ *   (chmod, truncate, utimens, chown, read, readlink);
+ *   everything else: a command, a rename (a directory moved with removes
+ *   queued below it), a remove that is not queued, statfs.
+ * Calls on other names land in any order: none can observe another's
+ * remove, but for the space it frees (struct sb_call_hooks, drain). A
+ * link of a file with a name queued is the caller's to land first
+ * (rmq_names_file): its answer counts that name. */
+bool rmq_call_waits(const struct rmq *q, enum sb_call kind, const char *path,
+		    const char *to);
 
 #endif

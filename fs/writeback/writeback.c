@@ -358,9 +358,18 @@ void wb_drain_removes(struct fs *fs)
 		wbr_drain(fs->wb->rm);
 }
 
-int wb_queue_remove(struct fs *fs, const char *guest_path, bool is_dir)
+int wb_queue_remove(struct fs *fs, const char *guest_path, bool is_dir,
+		    uint64_t dev, uint64_t ino)
 {
-	return fs->wb ? wbr_queue(fs->wb->rm, guest_path, is_dir) : -EAGAIN;
+	return fs->wb ? wbr_queue(fs->wb->rm, guest_path, is_dir,
+				  (struct rmq_file){dev, ino})
+		      : -EAGAIN;
+}
+
+void wb_drain_removes_of(struct fs *fs, uint64_t dev, uint64_t ino)
+{
+	if (fs->wb && ino)
+		wbr_drain_file(fs->wb->rm, (struct rmq_file){dev, ino});
 }
 
 int wb_report_removes(struct fs *fs, char *msg, size_t msglen)

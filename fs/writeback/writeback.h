@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct fs;
 struct node;
@@ -36,11 +37,17 @@ int wb_commit(struct fs *fs, struct node *n, struct file_state *f);
 /* Waits until nothing is queued or uploading. */
 void wb_drain(struct fs *fs);
 
-/* Queues the remove of a guest path (wb_removes.h). 0, or negative when
- * it must go to the sandbox now (default mode, or it could not queue). */
-int wb_queue_remove(struct fs *fs, const char *guest_path, bool is_dir);
+/* Queues the remove of a guest path (wb_removes.h); dev and ino: the
+ * sandbox file it is one of several names of, ino 0 when it is the only
+ * name or a directory. 0, or negative when it must go to the sandbox now
+ * (default mode, or it could not queue). */
+int wb_queue_remove(struct fs *fs, const char *guest_path, bool is_dir,
+		    uint64_t dev, uint64_t ino);
 /* Lands the queued removes now (fsync, fsyncdir). */
 void wb_drain_removes(struct fs *fs);
+/* Lands them now if a name of the sandbox file (dev, ino) is among them:
+ * before a link of it, whose answer would count that name. */
+void wb_drain_removes_of(struct fs *fs, uint64_t dev, uint64_t ino);
 /* Queued removes that failed since the last report: named in msg (after
  * what it holds), 0 or the first one's error. */
 int wb_report_removes(struct fs *fs, char *msg, size_t msglen);

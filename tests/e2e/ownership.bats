@@ -128,9 +128,21 @@ link OK" link a b link a d/c
 	sbfs refresh "$MNT" >/dev/null
 	assert_eq "$(cat d/c)" "one
 two"
-	expect_po "unlink OK" unlink b
-	assert_eq "$(links_on_mount a)" 2 "a after unlinking b"
-	assert_eq "$(links_on_mount d/c)" 2 "d/c after unlinking b"
+	local ctime_before
+	ctime_before=$(stat -c %.9Z a)
+	sleep 0.01
+	# a link right after the unlink: its count must not count b
+	# (write-back may still have b's remove queued)
+	expect_po "unlink OK
+link OK" unlink b link a e
+	assert_eq "$(links_on_mount a)" 3 "a after unlinking b and linking e"
+	assert_eq "$(links_on_mount e)" 3 "e"
+	assert_eq "$(links_in_sandbox e)" 3 "e in the sandbox"
+	python3 -c 'import sys; sys.exit(0 if float(sys.argv[2]) > float(sys.argv[1]) else "a'"'"'s ctime did not move with the unlink of b")' \
+		"$ctime_before" "$(stat -c %.9Z a)"
+	expect_po "unlink OK" unlink e
+	assert_eq "$(links_on_mount a)" 2 "a after unlinking b and e"
+	assert_eq "$(links_on_mount d/c)" 2 "d/c after unlinking b and e"
 	expect_po "unlink OK" unlink d/c
 	assert_eq "$(links_on_mount a)" 1 "a after unlinking d/c"
 	assert_eq "$(links_in_sandbox a)" 1 "a in the sandbox"

@@ -337,6 +337,28 @@ l"
 	assert_eq "$(wb removes_failed)" 0
 }
 
+# Calls on other names go ahead of the queued removes; the space a remove
+# frees is the one thing they can need from it. Every call takes 500 ms
+# here, so the mkdir reaches the full disk while fill's remove, queued
+# just before it, is still on its way.
+@test "writeback: a call the full disk refused succeeds once the queued remove that frees the space has landed" {
+	[[ $(backend_disk_limit) == enforced ]] || skip "disk= is not enforced on this backend here"
+	wb_mount disk=32M,inject_latency_ms=500
+	# full to the last block: big writes, then the blocks they left
+	run sb sh -c 'dd if=/dev/zero of=/workspace/fill bs=1M count=64
+		dd if=/dev/zero of=/workspace/fill bs=1k count=65536 oflag=append conv=notrunc
+		mkdir /workspace/x'
+	assert_output_has "mkdir: cannot create directory '/workspace/x': No space left on device"
+	ls "$MNT" >/dev/null
+	expect_po "unlink OK
+mkdir OK" unlink fill mkdir d 0755
+	run sb test -d /workspace/d
+	assert_status 0
+	run sb test -e /workspace/fill
+	assert_status 1
+	assert_eq "$(wb removes_failed)" 0
+}
+
 @test "writeback: a removed name stays gone for lookups and listings before the drain" {
 	# The first batch remove stalls (until the 5 s call deadline) and then
 	# fails: meanwhile f2 is still in the sandbox, its remove pending.

@@ -279,9 +279,76 @@ static void forgotten_child_invalidates_listing(void)
 	node_table_destroy(&t);
 }
 
+/* Which calls land the queue first: only those on a queued name (or below
+ * one), a link count that counts a queued remove, and the calls that
+ * could see anything (a command, a rename, a remove not queued). */
+static void which_calls_wait(void)
+{
+	struct rmq q;
+	rmq_init(&q);
+	CHECK(!rmq_call_waits(&q, SB_CALL_WRITE, "/w/a", NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_EXEC, NULL, NULL));
+	CHECK_INT(rmq_push(&q, "/w/d/f", false), 0);
+	CHECK_INT(rmq_push(&q, "/w/e", true), 0);
+
+	/* another name: goes ahead */
+	CHECK(!rmq_call_waits(&q, SB_CALL_WRITE, "/w/d/g", NULL));
+	CHECK(!rmq_call_waits(&q, SB_CALL_MKDIR, "/w/d/h", NULL));
+	CHECK(!rmq_call_waits(&q, SB_CALL_LINK, "/w/d/g", "/w/d/g2"));
+	CHECK(!rmq_call_waits(&q, SB_CALL_SYMLINK, "f", "/w/d/s"));
+	CHECK(!rmq_call_waits(&q, SB_CALL_CHMOD, "/w/d/g", NULL));
+	CHECK(!rmq_call_waits(&q, SB_CALL_READ, "/w/d/g", NULL));
+	CHECK(!rmq_call_waits(&q, SB_CALL_STAT, "/w/d/f2", NULL));
+	CHECK(!rmq_call_waits(&q, SB_CALL_STAT, "/w/d", NULL)); /* a file counts no link */
+	CHECK(!rmq_call_waits(&q, SB_CALL_LIST, "/w/d", NULL));
+	/* the queued name itself, or below a queued directory */
+	CHECK(rmq_call_waits(&q, SB_CALL_WRITE, "/w/d/f", NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_MKDIR, "/w/d/f", NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_WRITE, "/w/e", NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_WRITE, "/w/e/x", NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_LINK, "/w/d/g", "/w/d/f"));
+	CHECK(rmq_call_waits(&q, SB_CALL_SYMLINK, "g", "/w/d/f"));
+	CHECK(rmq_call_waits(&q, SB_CALL_TRUNCATE, "/w/d/f", NULL));
+	/* an unknown name is any name */
+	CHECK(rmq_call_waits(&q, SB_CALL_WRITE, NULL, NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_LINK, "/w/d/g", NULL));
+	/* a directory's link count, its listing's subdirectory counts */
+	CHECK(rmq_call_waits(&q, SB_CALL_STAT, "/w", NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_LIST, "/", NULL));
+	/* whatever could see it */
+	CHECK(rmq_call_waits(&q, SB_CALL_EXEC, NULL, NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_RENAME, "/w/x", "/w/y"));
+	CHECK(rmq_call_waits(&q, SB_CALL_REMOVE, "/w/x", NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_STATFS, "/w", NULL));
+
+	/* a name of a file with other names: every stat and listing waits,
+	 * the file is known by its identity until its remove is done */
+	struct rmq_file file = {.dev = 7, .ino = 42};
+	CHECK(!rmq_names_file(&q, file));
+	CHECK_INT(rmq_push_linked(&q, "/w/tmp", file), 0);
+	CHECK(rmq_names_file(&q, file));
+	CHECK(!rmq_names_file(&q, (struct rmq_file){.dev = 7, .ino = 43}));
+	CHECK(!rmq_names_file(&q, (struct rmq_file){.dev = 8, .ino = 42}));
+	CHECK(rmq_call_waits(&q, SB_CALL_STAT, "/w/obj", NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_LIST, "/x", NULL));
+	CHECK(!rmq_call_waits(&q, SB_CALL_WRITE, "/w/obj2", NULL));
+	CHECK(rmq_gone(&q, "/w/tmp"));
+	struct rmq_entry *v;
+	size_t k = rmq_take(&q, 10, 1 << 20, &v);
+	CHECK_INT(k, 3);
+	CHECK(v[2].file.ino == 42 && !v[2].is_dir);
+	CHECK(rmq_names_file(&q, file)); /* being removed */
+	rmq_done(&q, v, k);
+	CHECK(!rmq_names_file(&q, file));
+	CHECK(!rmq_call_waits(&q, SB_CALL_STAT, "/w/obj", NULL));
+	CHECK(!rmq_call_waits(&q, SB_CALL_LIST, "/", NULL));
+	rmq_free(&q);
+}
+
 int main(void)
 {
 	queue_order_and_set();
+	which_calls_wait();
 	dir_removal_ancestors();
 	queue_twice_and_budget();
 	report_parser();
