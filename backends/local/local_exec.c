@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +186,46 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* Starts argv (nsenter) on in, out and err, in a session of its own so a
+ * kill reaches everything, with no signal blocked or ignored: a mask or
+ * disposition of a daemon thread would outlive the exec into the
+ * command. posix_spawn, not fork: no copy of the daemon's page tables on
+ * every command. A tty slave (in == out == err) is not our controlling
+ * terminal: setsid --ctty in the sandbox makes it the command's
+ * (build_argv). */
+static int spawn_command(const char **argv, int in, int out, int err,
+			 pid_t *pid)
+{
+	static char *const empty_env[] = {NULL};
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	int rc = posix_spawn_file_actions_init(&fa);
+	if (rc)
+		return -rc;
+	rc = posix_spawnattr_init(&at);
+	if (rc) {
+		posix_spawn_file_actions_destroy(&fa);
+		return -rc;
+	}
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	if (!(rc = posix_spawn_file_actions_adddup2(&fa, in, 0)) &&
+	    !(rc = posix_spawn_file_actions_adddup2(&fa, out, 1)) &&
+	    !(rc = posix_spawn_file_actions_adddup2(&fa, err, 2)) &&
+	    !(rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3)) &&
+	    !(rc = posix_spawnattr_setsigmask(&at, &none)) &&
+	    !(rc = posix_spawnattr_setsigdefault(&at, &all)) &&
+	    !(rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID |
+						     POSIX_SPAWN_SETSIGMASK |
+						     POSIX_SPAWN_SETSIGDEF)))
+		rc = posix_spawn(pid, argv[0], &fa, &at, (char *const *)argv,
+				 empty_env);
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	return -rc;
+}
+
 int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	       struct sb_exec_result *res)
 {
@@ -210,33 +251,12 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		rc = -errno;
 		goto out_fds;
 	}
-	static char *const empty_env[] = {NULL};
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* async-signal-safe only: the daemon is multithreaded. Own
-		 * session and process group, so a kill reaches everything. */
-		setsid();
-		if (tty_slave >= 0) {
-			/* not our controlling terminal: setsid --ctty makes it
-			 * the command's, inside the sandbox (build_argv) */
-			dup2(tty_slave, 0);
-			dup2(tty_slave, 1);
-			dup2(tty_slave, 2);
-		} else {
-			dup2(inp[0], 0);
-			dup2(outp[1], 1);
-			dup2(errp[1], 2);
-		}
-		syscall(SYS_close_range, 3U, ~0U, 0U);
-		execve(argv[0], (char *const *)argv, empty_env);
-		static const char msg[] = "sbfs: cannot run nsenter\n";
-		(void)!write(2, msg, sizeof(msg) - 1);
-		_exit(127);
-	}
-	if (pid < 0) {
-		rc = -errno;
+	pid_t pid;
+	rc = spawn_command(argv, tty_slave >= 0 ? tty_slave : inp[0],
+			   tty_slave >= 0 ? tty_slave : outp[1],
+			   tty_slave >= 0 ? tty_slave : errp[1], &pid);
+	if (rc < 0)
 		goto out_fds;
-	}
 	close_fd(&tty_slave);
 	close_fd(&inp[0]);
 	close_fd(&outp[1]);

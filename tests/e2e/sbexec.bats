@@ -42,6 +42,27 @@ WS=/workspace
 	assert_status 137
 }
 
+# A mask or disposition of a daemon thread would outlive the exec: a
+# command that ignored SIGPIPE would loop on EPIPE in a pipeline, one that
+# blocked SIGTERM or SIGINT would outlive its timeout and Ctrl-C. The
+# standard signals only (1-31): a C library's internal real-time ones
+# are its own to set up.
+@test "the command starts with no standard signal blocked or ignored" {
+	cd "$MNT"
+	run sbexec sh -c 'grep -E "^Sig(Blk|Ign):" /proc/self/status'
+	assert_status 0
+	local blk ign
+	blk=$(awk '$1 == "SigBlk:" {print $2}' <<<"$output")
+	ign=$(awk '$1 == "SigIgn:" {print $2}' <<<"$output")
+	[[ -n $blk && -n $ign ]] || fail "no signal masks in: $output"
+	(((16#$blk & 16#7fffffff) == 0)) || fail "blocked in the command: $blk"
+	(((16#$ign & 16#7fffffff) == 0)) || fail "ignored in the command: $ign"
+	# SIGPIPE at its default: the writer of a closed pipe dies of it
+	run sbexec sh -c '(yes; echo "yes ended $?" >&2) | head -n 1 >/dev/null'
+	assert_status 0
+	assert_eq "$output" "yes ended 141" "the writer of a closed pipe"
+}
+
 @test "stdin is forwarded (text and binary, until EOF)" {
 	cd "$MNT"
 	run bash -c 'printf "a\nb\nc\n" | sbexec wc -l'

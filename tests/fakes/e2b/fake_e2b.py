@@ -987,6 +987,12 @@ class Server(ThreadingHTTPServer):
 
 def main():
     global DOMAIN
+    # A vendor's commands start with every signal at its default; a
+    # background start of this fake from a shell ignored SIGINT and SIGQUIT,
+    # and its children would inherit that.
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     os.makedirs(os.path.join(STATE, "sandboxes"), exist_ok=True)
     threading.Thread(target=spawner, daemon=True).start()
     srv = Server(("127.0.0.1", 0), Handler)

@@ -789,6 +789,12 @@ def make_tls(state):
 
 def main():
     global URL
+    # A vendor's commands start with every signal at its default; a
+    # background start of this fake from a shell ignored SIGINT and SIGQUIT,
+    # and its children would inherit that.
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     os.makedirs(os.path.join(STATE, "sandboxes"), exist_ok=True)
     api = {n: wrap(n, f, False, n == "ImageJoinStreaming") for n, f in [
         ("AppGetOrCreate", AppGetOrCreate), ("EnvironmentGetOrCreate", EnvironmentGetOrCreate),
