@@ -187,10 +187,12 @@ static void close_fd(int *fd)
 }
 
 /* Starts argv (nsenter) on in, out and err, in a session of its own so a
- * kill reaches everything, with no signal blocked or ignored: a mask or
- * disposition of a daemon thread would outlive the exec into the
- * command. posix_spawn, not fork: no copy of the daemon's page tables on
- * every command. A tty slave (in == out == err) is not our controlling
+ * kill reaches everything, with no signal blocked and every standard one
+ * at its default: a mask or disposition of a daemon thread would outlive
+ * the exec into the command. (glibc leaves its two internal real-time
+ * signals ignored in a spawned child; a C library sets them up where it
+ * uses them.) posix_spawn, not fork: no copy of the daemon's page tables
+ * on every command. A tty slave (in == out == err) is not our controlling
  * terminal: setsid --ctty in the sandbox makes it the command's
  * (build_argv). */
 static int spawn_command(const char **argv, int in, int out, int err,
