@@ -490,7 +490,16 @@ class Rclone(Target):
                 self.proc.kill()
 
     def oob(self, script, timeout):
-        return sh(script, self.src, timeout)
+        """Then makes rclone forget its directory cache (kept 5 minutes
+        by default), so the step sees the data made out of band."""
+        t, rc, err = sh(script, self.src, timeout)
+        if rc == 0:
+            r = subprocess.run(["rclone", "rc", "--url", f"http://{self.rc}/", "vfs/forget"],
+                               capture_output=True, timeout=60)
+            if r.returncode != 0:
+                rc, err = r.returncode, ("rclone rc vfs/forget: "
+                                         + r.stderr.decode(errors="replace")[:200])
+        return t, rc, err
 
 
 RCLONE_RC_PORT = 22700
