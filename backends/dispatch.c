@@ -469,11 +469,10 @@ int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if (v[i].rc == 0)
 			atomic_fetch_add(&b->counters.bytes_up, (uint64_t)v[i].size);
-	if (rc == 0 || n == 1 || !USE_NATIVE(b, write_files) || sb_backend_is_dead(b))
+	if (rc == 0 || !USE_NATIVE(b, write_files) || sb_backend_is_dead(b))
 		return rc;
 	/* The files a failed native batch did not write go on their own,
-	 * each counted, so each gets its own error (a batch of one has its
-	 * error: the call's, after the call's own retries). */
+	 * each counted, so each gets its own error. */
 	rc = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (v[i].rc == 0)
