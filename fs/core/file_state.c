@@ -508,21 +508,14 @@ bool file_state_complete(const struct file_state *f)
 }
 
 int file_state_upload(struct file_state *f, struct sb_backend *b,
-		      const char *guest_path, bool *mtime_set)
+		      const char *guest_path)
 {
-	*mtime_set = false;
 	if (!f->dirty || f->unlinked)
 		return 0;
 	int r = file_state_upload_prepare(f, b, guest_path);
 	if (r < 0)
 		return r;
-	/* A batch of one: the single-file call cannot carry the mtime. */
-	struct sb_upload up = {.path = guest_path, .fd = f->fd, .size = f->size,
-			       .mode = f->mode, .mtime = f->mtime};
-	r = sb_write_files(b, &up, 1);
-	if (r == 0)
-		r = up.rc;
-	*mtime_set = r == 0 && up.mtime_set;
+	r = sb_write_file(b, guest_path, f->fd, f->size, f->mode);
 	file_state_upload_done(f, r);
 	return r;
 }

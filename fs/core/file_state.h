@@ -116,12 +116,10 @@ int file_state_truncate(struct file_state *f, off_t size);
 void file_state_revalidate(struct file_state *f, off_t size,
 			   const struct timespec *mtime, bool from_sandbox);
 /* Uploads if dirty: fetches whatever part of the file the spool lacks,
- * then one write call, which gives the sandbox's copy the spool's mtime
- * where the backend can (*mtime_set). Leaves dirty set: the caller clears
- * it once the node shows the uploaded size and mtime. On failure the data
- * stays. */
+ * then one write_file call. Leaves dirty set: the caller clears it once the
+ * node shows the uploaded size and mtime. On failure the data stays. */
 int file_state_upload(struct file_state *f, struct sb_backend *b,
-		      const char *guest_path, bool *mtime_set);
+		      const char *guest_path);
 /* The two halves of file_state_upload around the write call, for batch
  * uploads: prepare fetches what the spool lacks and sizes it; done records
  * a successful upload (or its failure, r < 0). */
