@@ -135,10 +135,11 @@ eio_on_new_dir() {
 	echo 'GET \S*/containers/\S+/json 8' >"$T/hold"
 	echo second >"$T/b"
 	run cp "$T/b" "$MNT/b" # cp, unlike a shell's redirection, reports close()
-	rm "$T/hold"
 	[[ $status -ne 0 && $output == *"timed out"* ]] || fail "the write through a held check did not fail: $status $output"
 	grep -q /containers/ "$T/hold.held" || fail "no inspect was held"
+	# still held: the release's own upload cannot land /b meanwhile
 	run sbfs status --json "$MNT"
+	rm "$T/hold"
 	assert_eq "$(jq -r .state <<<"$output")" running "state after a slow check"
 	assert_eq "$(jq -r '.pending_uploads[0].path' <<<"$output")" /b "pending upload"
 	run sbfs sync "$MNT"
