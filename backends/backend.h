@@ -119,9 +119,9 @@ struct sb_dirlist {
 
 struct sb_backend;
 
-/* One file of a batch upload: size bytes read with pread from fd offset 0
- * go to path (absolute guest path), as write_file would; rc is set by the
- * call: 0 or a negative errno for that file. */
+/* One file to upload: size bytes read with pread from fd offset 0 go to
+ * path (absolute guest path). In a batch, rc is set by the call: 0 or a
+ * negative errno for that file. */
 struct sb_upload {
 	const char *path;
 	int fd;
@@ -181,11 +181,12 @@ struct sb_backend_ops {
 	/* Release client-side resources; the sandbox itself is left alone. */
 	void (*release)(struct sb_backend *b);
 
-	/* Write size bytes read with pread from fd offset 0 to path, creating
-	 * or truncating it; mode applies when the file is created. Parent
-	 * directories are created. */
-	int (*write_file)(struct sb_backend *b, const char *path, int fd,
-			  off_t size, mode_t mode);
+	/* Write u->size bytes read with pread from u->fd offset 0 to u->path,
+	 * creating or truncating it; u->mode applies when the file is
+	 * created. Parent directories are created. A backend that can give
+	 * the file u->mtime exactly in the same call does, and sets
+	 * u->mtime_set (the dispatcher clears it first). */
+	int (*write_file)(struct sb_backend *b, struct sb_upload *u);
 	int (*list_dir)(struct sb_backend *b, const char *path,
 			struct sb_dirlist *out);
 	/* lstat semantics; *link_target (may be NULL) is set for symlinks.
@@ -425,8 +426,8 @@ struct sb_read_sink {
 };
 int sb_read_stream(struct sb_backend *b, const char *path, off_t off,
 		   size_t len, const struct sb_read_sink *sink, size_t *got);
-int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
-		  mode_t mode);
+/* One file; u->rc is not used. */
+int sb_write_file(struct sb_backend *b, struct sb_upload *u);
 /* Uploads many files as one counted write call (dispatch.c, "batch
  * upload"): the native write_files slot, or a loop over write_file. */
 int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n);

@@ -48,7 +48,6 @@ struct call {
 	const char *to;           /* rename, link: the new name; symlink: the link */
 	mode_t mode;
 	off_t size;               /* write, truncate */
-	int fd;                   /* write: the data */
 	bool flag;                /* remove: is_dir; rename: noreplace */
 	uid_t uid;
 	gid_t gid;
@@ -63,7 +62,7 @@ struct call {
 	size_t len;
 	const struct sb_read_sink *sink;
 	size_t *got;
-	struct sb_upload *up;     /* batch write */
+	struct sb_upload *up;     /* write: the file, or the batch's */
 	struct sb_remove *rm;     /* batch remove */
 	size_t n;
 
@@ -89,15 +88,20 @@ struct call {
  * set either way. A native batch that fails as a whole is retried file by
  * file (sb_write_files), so each file gets its own error. */
 
+/* One file, natively or by the shell (which cannot set the mtime). */
+static int write_one(struct sb_backend *b, struct sb_upload *u, bool native)
+{
+	u->mtime_set = false;
+	return native ? b->ops->write_file(b, u)
+		      : shell_write_file(b, u->path, u->fd, u->size, u->mode);
+}
+
 static int write_files_loop(struct sb_backend *b, struct sb_upload *v,
 			    size_t n, bool native)
 {
 	int first = 0;
 	for (size_t i = 0; i < n; i++) {
-		v[i].rc = native ? b->ops->write_file(b, v[i].path, v[i].fd,
-						      v[i].size, v[i].mode)
-				 : shell_write_file(b, v[i].path, v[i].fd,
-						    v[i].size, v[i].mode);
+		v[i].rc = write_one(b, &v[i], native);
 		if (v[i].rc < 0 && !first)
 			first = v[i].rc;
 		if (sb_backend_is_dead(b)) {
@@ -132,8 +136,8 @@ static int call_backend(struct sb_backend *b, void *arg)
 	case SB_CALL_WRITE:
 		if (c->batch)
 			return write_batch(b, c);
-		return NATIVE_OR_SHELL(write_file, shell_write_file, c->path,
-				       c->fd, c->size, c->mode);
+		c->shell = !USE_NATIVE(b, write_file);
+		return write_one(b, c->up, !c->shell);
 	case SB_CALL_LIST:
 		return NATIVE_OR_SHELL(list_dir, shell_list_dir, c->path, c->list);
 	case SB_CALL_STAT:
@@ -452,11 +456,10 @@ int sb_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 	return sb_read_stream(b, path, off, len, &sink, got);
 }
 
-int sb_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
-		  mode_t mode)
+int sb_write_file(struct sb_backend *b, struct sb_upload *u)
 {
-	struct call c = {.kind = SB_CALL_WRITE, .path = path, .fd = fd,
-			 .size = size, .mode = mode};
+	struct call c = {.kind = SB_CALL_WRITE, .path = u->path, .size = u->size,
+			 .up = u, .n = 1};
 	return call_run(b, &c);
 }
 
@@ -477,8 +480,7 @@ int sb_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		if (v[i].rc == 0)
 			continue;
-		v[i].mtime_set = false;
-		v[i].rc = sb_write_file(b, v[i].path, v[i].fd, v[i].size, v[i].mode);
+		v[i].rc = sb_write_file(b, &v[i]);
 		if (v[i].rc < 0 && !rc)
 			rc = v[i].rc;
 	}

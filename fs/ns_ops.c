@@ -268,7 +268,9 @@ int fs_mknod(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
 	if (path) {
 		/* An empty upload creates the file with its mode. */
 		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		err = fd < 0 ? -errno : sb_write_file(fs->b, path, fd, 0, mode & 07777);
+		struct sb_upload u = {.path = path, .fd = fd, .mode = mode & 07777,
+				      .mtime = {.tv_nsec = UTIME_OMIT}};
+		err = fd < 0 ? -errno : sb_write_file(fs->b, &u);
 		if (fd >= 0)
 			close(fd);
 	}

@@ -90,8 +90,7 @@ int dk_exec_as(struct sb_backend *b, const struct sb_exec_req *req,
 /* ---- docker_files.c ---- */
 
 int docker_write_files(struct sb_backend *b, struct sb_upload *v, size_t n);
-int docker_write_file(struct sb_backend *b, const char *path, int fd,
-		      off_t size, mode_t mode);
+int docker_write_file(struct sb_backend *b, struct sb_upload *u);
 int docker_stat(struct sb_backend *b, const char *path, struct stat *st,
 		char **link_target);
 

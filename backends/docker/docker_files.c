@@ -190,9 +190,12 @@ static int put_archive_body(struct sb_backend *b, const char *dir,
 	return rc;
 }
 
-int docker_write_file(struct sb_backend *b, const char *path, int fd,
-		      off_t size, mode_t mode)
+int docker_write_file(struct sb_backend *b, struct sb_upload *u)
 {
+	const char *path = u->path;
+	int fd = u->fd;
+	off_t size = u->size;
+	mode_t mode = u->mode;
 	struct docker *d = b->priv;
 	if (!path || path[0] != '/' || size < 0)
 		return -EINVAL;

@@ -216,8 +216,7 @@ void e2b_marker_signal(struct sb_backend *b, const char *marker, int sig);
 
 /* ---- e2b_files.c ---- */
 
-int e2b_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
-		   mode_t mode);
+int e2b_write_file(struct sb_backend *b, struct sb_upload *file);
 int e2b_list_dir(struct sb_backend *b, const char *path, struct sb_dirlist *out);
 int e2b_stat(struct sb_backend *b, const char *path, struct stat *st,
 	     char **link_target);

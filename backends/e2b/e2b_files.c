@@ -50,9 +50,12 @@ static ssize_t upload_body(void *arg, char *buf, size_t len)
 	}
 }
 
-int e2b_write_file(struct sb_backend *b, const char *path, int fd, off_t size,
-		   mode_t mode)
+int e2b_write_file(struct sb_backend *b, struct sb_upload *file)
 {
+	const char *path = file->path;
+	int fd = file->fd;
+	off_t size = file->size;
+	mode_t mode = file->mode;
 	struct e2b *e = b->priv;
 	char *q = http_query_escape(path);
 	if (!q)

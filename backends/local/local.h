@@ -72,8 +72,7 @@ void local_watch_end(struct sb_backend *b, const char *rel, bool marked,
 
 /* local_files.c */
 int local_write_files(struct sb_backend *b, struct sb_upload *v, size_t n);
-int local_write_file(struct sb_backend *b, const char *path, int fd,
-		     off_t size, mode_t mode);
+int local_write_file(struct sb_backend *b, struct sb_upload *u);
 int local_list_dir(struct sb_backend *b, const char *path,
 		   struct sb_dirlist *out);
 int local_stat(struct sb_backend *b, const char *path, struct stat *st,

@@ -266,9 +266,12 @@ static int copy_from(int dst, int src, off_t size)
 	return in == size ? 0 : -EIO; /* the source shrank under us */
 }
 
-int local_write_file(struct sb_backend *b, const char *path, int fd,
-		     off_t size, mode_t mode)
+int local_write_file(struct sb_backend *b, struct sb_upload *u)
 {
+	const char *path = u->path;
+	int fd = u->fd;
+	off_t size = u->size;
+	mode_t mode = u->mode;
 	struct loc lc;
 	int rc = locate(b, path, &lc);
 	if (rc == -ENOENT && (rc = make_parents(b, path)) == 0)
@@ -300,6 +303,10 @@ int local_write_file(struct sb_backend *b, const char *path, int fd,
 	}
 	if (rc == 0)
 		rc = ftruncate(out, 0) < 0 ? -errno : copy_from(out, fd, size);
+	if (rc == 0 && u->mtime.tv_nsec != UTIME_OMIT) {
+		struct timespec ts[2] = {{0, UTIME_OMIT}, u->mtime};
+		u->mtime_set = futimens(out, ts) == 0;
+	}
 	own_end(b, &own, rc, -1, NULL, out);
 	if (out >= 0 && close(out) < 0 && rc == 0)
 		rc = -errno;
@@ -308,19 +315,13 @@ int local_write_file(struct sb_backend *b, const char *path, int fd,
 	return rc;
 }
 
-/* Host-side writes: one "call" however many files. Each file gets the
- * mtime asked for, exactly (the fs core then needs no stat to learn it). */
+/* Host-side writes: one "call" however many files. */
 int local_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 {
 	int first = 0;
 	for (size_t i = 0; i < n; i++) {
 		v[i].mtime_set = false;
-		v[i].rc = local_write_file(b, v[i].path, v[i].fd, v[i].size,
-					   v[i].mode);
-		if (v[i].rc == 0 && v[i].mtime.tv_nsec != UTIME_OMIT) {
-			struct timespec ts[2] = {{0, UTIME_OMIT}, v[i].mtime};
-			v[i].mtime_set = local_utimens(b, v[i].path, ts) == 0;
-		}
+		v[i].rc = local_write_file(b, &v[i]);
 		if (v[i].rc < 0 && !first)
 			first = v[i].rc;
 	}

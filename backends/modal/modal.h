@@ -131,8 +131,7 @@ void modal_pty_info(struct pb_buf *out, unsigned short rows, unsigned short cols
 
 /* ---- modal_files.c ---- */
 
-int modal_write_file(struct sb_backend *b, const char *path, int fd,
-		     off_t size, mode_t mode);
+int modal_write_file(struct sb_backend *b, struct sb_upload *u);
 int modal_list_dir(struct sb_backend *b, const char *path,
 		   struct sb_dirlist *out);
 /* Exposed for tests: FileEntry JSON array -> dirlist; fs-tools error -> errno */

@@ -103,9 +103,12 @@ static int fs_tools(struct sb_backend *b, const char *op, const char *path,
 	return rc;
 }
 
-int modal_write_file(struct sb_backend *b, const char *path, int fd,
-		     off_t size, mode_t mode)
+int modal_write_file(struct sb_backend *b, struct sb_upload *u)
 {
+	const char *path = u->path;
+	int fd = u->fd;
+	off_t size = u->size;
+	mode_t mode = u->mode;
 	json_t *cmd = json_pack("{s:{s:s}}", "WriteFile", "path", path);
 	int rc = cmd ? fs_tools(b, "write", path, cmd, fd, size, NULL) : 1;
 	if (rc == 1)

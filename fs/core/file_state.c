@@ -508,15 +508,19 @@ bool file_state_complete(const struct file_state *f)
 }
 
 int file_state_upload(struct file_state *f, struct sb_backend *b,
-		      const char *guest_path)
+		      const char *guest_path, bool *mtime_set)
 {
+	*mtime_set = false;
 	if (!f->dirty || f->unlinked)
 		return 0;
 	int r = file_state_upload_prepare(f, b, guest_path);
 	if (r < 0)
 		return r;
-	r = sb_write_file(b, guest_path, f->fd, f->size, f->mode);
+	struct sb_upload u = {.path = guest_path, .fd = f->fd, .size = f->size,
+			      .mode = f->mode, .mtime = f->mtime};
+	r = sb_write_file(b, &u);
 	file_state_upload_done(f, r);
+	*mtime_set = r == 0 && u.mtime_set;
 	return r;
 }
 

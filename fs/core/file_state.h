@@ -116,10 +116,12 @@ int file_state_truncate(struct file_state *f, off_t size);
 void file_state_revalidate(struct file_state *f, off_t size,
 			   const struct timespec *mtime, bool from_sandbox);
 /* Uploads if dirty: fetches whatever part of the file the spool lacks,
- * then one write_file call. Leaves dirty set: the caller clears it once the
- * node shows the uploaded size and mtime. On failure the data stays. */
+ * then one write_file call, asking for the spool's mtime. Leaves dirty
+ * set: the caller clears it once the node shows the uploaded size and
+ * mtime. On failure the data stays. *mtime_set: the sandbox's copy got
+ * that mtime (the backend said so). */
 int file_state_upload(struct file_state *f, struct sb_backend *b,
-		      const char *guest_path);
+		      const char *guest_path, bool *mtime_set);
 /* The two halves of file_state_upload around the write call, for batch
  * uploads: prepare fetches what the spool lacks and sizes it; done records
  * a successful upload (or its failure, r < 0). */

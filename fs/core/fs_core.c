@@ -140,13 +140,14 @@ int fs_upload_locked(struct fs *fs, struct node *n, struct file_state *f,
 {
 	if (!f->dirty || f->unlinked)
 		return 0;
-	int r = file_state_upload(f, fs->b, guest_path);
+	bool mtime_set;
+	int r = file_state_upload(f, fs->b, guest_path, &mtime_set);
 	if (r < 0) {
 		sb_warn("upload of %s failed: %s (kept locally; retried at the "
 			"next sync, sbexec or unmount)", guest_path, strerror(-r));
 		return r;
 	}
-	fs_record_upload(fs, n, f, false);
+	fs_record_upload(fs, n, f, mtime_set);
 	return 0;
 }
 

@@ -64,6 +64,16 @@ static int tmpfile_with(const char *data, size_t n)
 	return fd;
 }
 
+static int put(struct sb_backend *b, const char *path, int fd, off_t size,
+	       mode_t mode)
+{
+	struct sb_upload u = {.path = path, .fd = fd, .size = size, .mode = mode,
+			      .mtime = {.tv_nsec = UTIME_OMIT}};
+	int rc = sb_write_file(b, &u);
+	CHECK(!u.mtime_set);
+	return rc;
+}
+
 /* The same file-op sequence, natively or through shell_ops. */
 static void file_ops(struct sb_backend *b, const char *host_ws)
 {
@@ -71,13 +81,25 @@ static void file_ops(struct sb_backend *b, const char *host_ws)
 	struct sb_exec_result res;
 	const char *data = "hello\nworld\n";
 	int fd = tmpfile_with(data, strlen(data));
-	CHECK_INT(sb_write_file(b, "/workspace/d1/d2/f.txt", fd, 12, 0640), 0);
+	CHECK_INT(put(b, "/workspace/d1/d2/f.txt", fd, 12, 0640), 0);
 	struct stat st;
 	char *t = NULL;
 	CHECK_INT(sb_stat(b, "/workspace/d1/d2/f.txt", &st, &t), 0);
 	CHECK_INT(st.st_size, 12);
 	CHECK_INT(st.st_mode & 07777, 0640);
 	CHECK(S_ISREG(st.st_mode));
+
+	/* an mtime asked for: given in the same call natively, which says so;
+	 * the shell cannot */
+	struct sb_upload u = {.path = "/workspace/d1/d2/m.txt", .fd = fd, .size = 12,
+			      .mode = 0644, .mtime = {1500000000, 123456789}};
+	CHECK_INT(sb_write_file(b, &u), 0);
+	CHECK(u.mtime_set == !b->shell_only);
+	CHECK_INT(sb_stat(b, "/workspace/d1/d2/m.txt", &st, NULL), 0);
+	CHECK_INT(st.st_size, 12);
+	if (u.mtime_set)
+		CHECK(st.st_mtim.tv_sec == 1500000000 && st.st_mtim.tv_nsec == 123456789);
+	CHECK_INT(sb_remove(b, "/workspace/d1/d2/m.txt", false), 0);
 	CHECK(t == NULL);
 	char hp[4200];
 	snprintf(hp, sizeof(hp), "%s/d1/d2/f.txt", host_ws);
@@ -157,7 +179,7 @@ static void file_ops(struct sb_backend *b, const char *host_ws)
 	CHECK_INT(sb_remove(b, "/workspace/d1/f2.txt", false), 0);
 
 	CHECK_INT(sb_rename(b, "/workspace/d1/d2/f.txt", "/workspace/d1/g.txt", false), 0);
-	CHECK_INT(sb_write_file(b, "/workspace/d1/h.txt", fd, 5, 0644), 0);
+	CHECK_INT(put(b, "/workspace/d1/h.txt", fd, 5, 0644), 0);
 	CHECK_INT(sb_rename(b, "/workspace/d1/h.txt", "/workspace/d1/g.txt", true), -EEXIST);
 	CHECK_INT(sb_rename(b, "/workspace/d1/h.txt", "/workspace/d1/g.txt", false), 0);
 	CHECK_INT(sb_stat(b, "/workspace/d1/g.txt", &st, NULL), 0);
@@ -185,8 +207,8 @@ static void file_ops(struct sb_backend *b, const char *host_ws)
 
 	/* a planted link must not let a write escape the workspace */
 	CHECK_INT(run(b, &o, 30, &res, "ln -s /etc /workspace/evil; ln -s /etc/sbfs-x /workspace/evil2"), 0);
-	CHECK(sb_write_file(b, "/workspace/evil/sbfs-x", fd, 12, 0644) < 0);
-	CHECK(sb_write_file(b, "/workspace/evil2", fd, 12, 0644) < 0);
+	CHECK(put(b, "/workspace/evil/sbfs-x", fd, 12, 0644) < 0);
+	CHECK(put(b, "/workspace/evil2", fd, 12, 0644) < 0);
 	CHECK(access("/etc/sbfs-x", F_OK) != 0);
 	close(fd);
 }
