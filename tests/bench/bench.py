@@ -45,6 +45,7 @@ class Cleanup:
     def __init__(self):
         self.mounts = []   # mount points to unmount
         self.pids = []     # processes to kill (by pid), last first
+        self.cmds = []     # argvs to run then (an engine to stop)
         self.dirs = []
 
     def run(self):
@@ -57,6 +58,9 @@ class Cleanup:
             except ProcessLookupError:
                 pass
         self.pids.clear()
+        for argv in reversed(self.cmds):
+            subprocess.run(argv, capture_output=True)
+        self.cmds.clear()
         for d in reversed(self.dirs):
             shutil.rmtree(d, ignore_errors=True)
         self.dirs.clear()
