@@ -128,8 +128,9 @@ struct sb_upload {
 	off_t size;
 	mode_t mode;
 	/* Unless tv_nsec is UTIME_OMIT: the mtime the file should get. A
-	 * backend that gave it exactly sets mtime_set; the fs core then
-	 * knows the sandbox's mtime without asking. */
+	 * backend that gave it sets mtime_set, with what it gave here (see
+	 * write_file); the fs core then knows the sandbox's mtime without
+	 * asking. */
 	struct timespec mtime;
 	bool mtime_set;
 	int rc;
@@ -184,8 +185,9 @@ struct sb_backend_ops {
 	/* Write u->size bytes read with pread from u->fd offset 0 to u->path,
 	 * creating or truncating it; u->mode applies when the file is
 	 * created. Parent directories are created. A backend that can give
-	 * the file u->mtime exactly in the same call does, and sets
-	 * u->mtime_set (the dispatcher clears it first). */
+	 * the file u->mtime in the same call does, and sets u->mtime_set
+	 * (the dispatcher clears it before each attempt); one whose stat tells whole
+	 * seconds gives the whole second and leaves it in u->mtime. */
 	int (*write_file)(struct sb_backend *b, struct sb_upload *u);
 	int (*list_dir)(struct sb_backend *b, const char *path,
 			struct sb_dirlist *out);

@@ -91,7 +91,6 @@ struct call {
 /* One file, natively or by the shell (which cannot set the mtime). */
 static int write_one(struct sb_backend *b, struct sb_upload *u, bool native)
 {
-	u->mtime_set = false;
 	return native ? b->ops->write_file(b, u)
 		      : shell_write_file(b, u->path, u->fd, u->size, u->mode);
 }
@@ -211,8 +210,10 @@ static void reset(struct call *c)
 		*c->got = 0;
 	if (c->kind == SB_CALL_LINK)
 		*c->st = (struct stat){0};
-	for (size_t i = 0; c->up && i < c->n; i++)
+	for (size_t i = 0; c->up && i < c->n; i++) {
 		c->up[i].rc = -EIO;
+		c->up[i].mtime_set = false;
+	}
 	for (size_t i = 0; c->rm && i < c->n; i++)
 		c->rm[i].rc = -EIO;
 }

@@ -190,6 +190,22 @@ static int put_archive_body(struct sb_backend *b, const char *dir,
 	return rc;
 }
 
+/* The archive's header carries whole seconds, which is all the engine's
+ * stat tells: the time asked for, else now. */
+static time_t header_mtime(const struct sb_upload *u, time_t now)
+{
+	return u->mtime.tv_nsec == UTIME_OMIT ? now : u->mtime.tv_sec;
+}
+
+/* The engine extracted u with header_mtime: the sandbox has it. */
+static void gave_mtime(struct sb_upload *u)
+{
+	if (u->mtime.tv_nsec == UTIME_OMIT)
+		return;
+	u->mtime.tv_nsec = 0;
+	u->mtime_set = true;
+}
+
 int docker_write_file(struct sb_backend *b, struct sb_upload *u)
 {
 	const char *path = u->path;
@@ -218,7 +234,7 @@ int docker_write_file(struct sb_backend *b, struct sb_upload *u)
 	if (!t)
 		return -ENOMEM;
 	ssize_t h = dk_tar_file_header(t->hdr, base, mode & 07777, (uint64_t)size,
-				       time(NULL), d->uid, d->gid);
+				       header_mtime(u, time(NULL)), d->uid, d->gid);
 	if (h < 0) {
 		free(t);
 		return (int)h;
@@ -251,8 +267,10 @@ int docker_write_file(struct sb_backend *b, struct sb_upload *u)
 		sb_warn("docker: upload failed (%s): %s", msg, path);
 		return rc == -ECANCELED ? -EIO : rc;
 	}
-	if (status == 200)
+	if (status == 200) {
+		gave_mtime(u);
 		return 0;
+	}
 	int e = error_errno(msg);
 	/* The engine resolves the path on its host, below its own storage
 	 * directory: a path the sandbox allows can be too long there (it then
@@ -291,7 +309,7 @@ static int many_load(struct tar_many *m)
 	struct sb_upload *u = &m->v[m->cur];
 	ssize_t h = dk_tar_path_header(m->one.hdr, u->path + m->strip,
 				       u->mode & 07777, (uint64_t)u->size,
-				       m->now, m->uid, m->gid);
+				       header_mtime(u, m->now), m->uid, m->gid);
 	if (h < 0)
 		return (int)h;
 	m->one.hdr_len = (size_t)h;
@@ -405,8 +423,11 @@ int docker_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 		sb_warn("docker: batch upload of %zu files failed: %s", n, msg);
 		rc = rc == -ECANCELED ? -EIO : rc;
 	}
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		v[i].rc = rc;
+		if (rc == 0)
+			gave_mtime(&v[i]);
+	}
 	return rc;
 }
 

@@ -320,7 +320,6 @@ int local_write_files(struct sb_backend *b, struct sb_upload *v, size_t n)
 {
 	int first = 0;
 	for (size_t i = 0; i < n; i++) {
-		v[i].mtime_set = false;
 		v[i].rc = local_write_file(b, &v[i]);
 		if (v[i].rc < 0 && !first)
 			first = v[i].rc;

@@ -521,6 +521,8 @@ int file_state_upload(struct file_state *f, struct sb_backend *b,
 	r = sb_write_file(b, &u);
 	file_state_upload_done(f, r);
 	*mtime_set = r == 0 && u.mtime_set;
+	if (*mtime_set)
+		f->mtime = u.mtime;
 	return r;
 }
 

@@ -119,7 +119,8 @@ void file_state_revalidate(struct file_state *f, off_t size,
  * then one write_file call, asking for the spool's mtime. Leaves dirty
  * set: the caller clears it once the node shows the uploaded size and
  * mtime. On failure the data stays. *mtime_set: the sandbox's copy got
- * that mtime (the backend said so). */
+ * that mtime (the backend said so), or the whole second of it, which is
+ * then the file's. */
 int file_state_upload(struct file_state *f, struct sb_backend *b,
 		      const char *guest_path, bool *mtime_set);
 /* The two halves of file_state_upload around the write call, for batch

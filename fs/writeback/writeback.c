@@ -236,6 +236,8 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 	for (size_t i = 0; i < m; i++) {
 		if (up[i].rc == 0) {
 			file_state_upload_done(which[i]->f, 0);
+			if (up[i].mtime_set)
+				which[i]->f->mtime = up[i].mtime;
 			fs_record_upload(fs, which[i]->n, which[i]->f,
 					 up[i].mtime_set);
 			ok++;

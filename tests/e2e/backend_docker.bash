@@ -44,6 +44,8 @@ backend_sweep() { timeout 120 sbfs sweep -o backend=docker >/dev/null 2>&1 || tr
 backend_vendor_secret() { :; }
 backend_shares_host_etc() { return 1; }
 backend_upload_keeps_mtime() { return 1; }
+# the archive's header carries whole seconds
+backend_upload_sets_mtime() { return 0; }
 # a killed container is stopped, not removed
 backend_sandbox_stopped() {
 	[[ $(docker inspect -f '{{.State.Running}}' "$(cat "$1/sandbox")" 2>/dev/null) != true ]]

@@ -62,6 +62,7 @@ backend_vendor_secret() { echo "$E2B_API_KEY"; }
 backend_shares_host_etc() { return 0; }
 # envd's upload has no mtime: the file gets the time it was written
 backend_upload_keeps_mtime() { return 1; }
+backend_upload_sets_mtime() { return 1; }
 backend_sandbox_stopped() { backend_sandbox_gone "$1"; }
 # ListDir is envd's own call
 backend_lists_natively() { return 0; }

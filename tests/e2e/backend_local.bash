@@ -27,6 +27,9 @@
 #                                sandbox must never see (empty if none)
 #   backend_shares_host_etc      0 if the sandbox sees the host's /etc by design
 #   backend_upload_keeps_mtime   0 if an upload gives the sandbox's copy our mtime
+#   backend_upload_sets_mtime    0 if an upload gives the sandbox's copy our
+#                                mtime or its whole second, and says so: the
+#                                mount then needs no stat to show it
 #   backend_sandbox_stopped REC  0 once that sandbox no longer runs (a killed
 #                                one may be stopped, not yet removed)
 #   backend_lists_natively       0 if listings are the backend's own call, fast
@@ -93,6 +96,7 @@ backend_sweep() { :; }
 backend_vendor_secret() { :; }
 backend_shares_host_etc() { return 1; }
 backend_upload_keeps_mtime() { [[ $SBFS_TEST_OPTS != *shell_ops* ]]; }
+backend_upload_sets_mtime() { backend_upload_keeps_mtime; }
 backend_sandbox_stopped() { backend_sandbox_gone "$1"; }
 backend_lists_natively() { return 0; }
 # As root the workspace is a loop-mounted ext4 image of that size.

@@ -53,6 +53,7 @@ backend_vendor_secret() { echo "$MODAL_TOKEN_SECRET"; }
 # Modal sandbox has its own image).
 backend_shares_host_etc() { return 0; }
 backend_upload_keeps_mtime() { return 1; }
+backend_upload_sets_mtime() { return 1; }
 backend_sandbox_stopped() { backend_sandbox_gone "$1"; }
 backend_lists_natively() { return 1; }
 # Modal is asked for an ephemeral disk of that size (modal.bats)

@@ -63,6 +63,7 @@ backend_vendor_secret() { :; }
 # the fake binds the host's /etc into its VMs (a real one has its template's)
 backend_shares_host_etc() { return 0; }
 backend_upload_keeps_mtime() { return 1; }
+backend_upload_sets_mtime() { return 1; }
 backend_sandbox_stopped() { ! "$SBX_CTL" running "$(cat "$1/sandbox")"; }
 backend_lists_natively() { return 1; }
 backend_disk_limit() { echo refused; }

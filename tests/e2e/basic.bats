@@ -268,6 +268,21 @@ WS=/workspace
 	assert_eq "$(sb stat -c %Y "$WS/d")" 1000000000
 }
 
+# The mount keeps what it showed when the upload tells the sandbox's mtime
+# (so it must be exactly the sandbox's), and asks once otherwise.
+@test "after an upload the mount shows the sandbox's mtime; no stat where the upload set it" {
+	echo one >"$MNT/mt.txt"
+	run sbfs sync "$MNT" # write-back: the upload has landed
+	assert_status 0
+	s0=$(calls stat)
+	m=$(stat -c %y "$MNT/mt.txt")
+	assert_eq "$(date -d "$m" +%s)" "$(sb stat -c %Y "$WS/mt.txt")" "mtime, mount vs sandbox"
+	if backend_upload_sets_mtime; then
+		assert_eq "$(calls stat)" "$s0" "stat calls after the upload"
+		assert_eq "$m" "$(sb stat -c %y "$WS/mt.txt")" "mtime to the nanosecond"
+	fi
+}
+
 @test "cp -p keeps mode and mtime" {
 	echo data >"$T/src"
 	chmod 754 "$T/src"
