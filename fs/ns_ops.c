@@ -398,6 +398,42 @@ static void drain_removes_of(struct fs *fs, uint64_t ino)
 	wb_drain_removes_of(fs, dev, file);
 }
 
+/* The new name of a file whose spool holds the sandbox's copy whole
+ * starts with a copy of it: git writes each object under a temporary name,
+ * links it to its final one and removes the first, and a reader of the
+ * object then needs no fetch. Opens check the copy's identity against the
+ * attributes like any kept spool's, and drop it while the file has two
+ * names; a coherence point or a reported change while the copy is made
+ * (which could not mark it invalid) drops it at once. Table lock NOT held. */
+static void share_content_with_link(struct fs *fs, uint64_t ino, uint64_t new_ino)
+{
+	table_lock(fs);
+	struct node *old = node_by_ino(&fs->t, ino);
+	struct file_state *f = old ? fs_pin_file(fs, old) : NULL;
+	uint64_t gen = fs->t.gen, changes = fs->changes;
+	table_unlock(fs);
+	if (!f)
+		return;
+	file_lock(f);
+	struct file_state *c = file_state_cloneable(f) && f->size <= FS_RETAINED_MAX_BYTES / 4
+				       ? file_state_clone(f, fs->cfg.spool_dir)
+				       : NULL;
+	file_unlock(f);
+	fs_unpin_file(fs, ino);
+	if (!c)
+		return;
+	table_lock(fs);
+	struct node *n = node_by_ino(&fs->t, new_ino);
+	if (n && !n->file && S_ISREG(n->st.st_mode) && n->st.st_size == c->size &&
+	    fs->t.gen == gen && fs->changes == changes) {
+		n->file = c;
+		c = NULL;
+		fs_file_unref(fs, n); /* kept as a read cache, within its budget */
+	}
+	table_unlock(fs);
+	file_state_free(c);
+}
+
 int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	    const char *newname, struct fs_entry *e, struct fs_later *later)
 {
@@ -419,6 +455,8 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	if (err == 0) {
 		fs_same_file_relinked(fs, st.st_dev, st.st_ino, 1, false);
 		err = record_link(fs, ino, newparent, newname, &st, target, e);
+		if (err == 0)
+			share_content_with_link(fs, ino, e->ino);
 	}
 	free(target);
 	/* The kernel keeps the old name's link count otherwise. After the

@@ -52,6 +52,43 @@ void file_state_free(struct file_state *f)
 	free(f);
 }
 
+bool file_state_cloneable(const struct file_state *f)
+{
+	return !f->dirty && !f->unlinked && f->remote_exists && f->identity_known &&
+	       !atomic_load(&f->invalidated) && !f->reported_while_open &&
+	       f->n_inflight == 0 &&
+	       range_set_covers(&f->present, 0, f->size);
+}
+
+struct file_state *file_state_clone(const struct file_state *f,
+				    const char *spool_dir)
+{
+	struct file_state *c = file_state_new(spool_dir, f->size, f->mode, true);
+	if (!c)
+		return NULL;
+	/* In the kernel: a reflink where the spool's file system has them. */
+	off_t in = 0, out = 0;
+	while (in < f->size) {
+		ssize_t n = copy_file_range(f->fd, &in, c->fd, &out,
+					    (size_t)(f->size - in), 0);
+		if (n <= 0) {
+			int e = n < 0 ? errno : EIO; /* the spool shrank */
+			file_state_free(c);
+			errno = e;
+			return NULL;
+		}
+	}
+	if (f->size > 0 && range_set_add(&c->present, 0, f->size) < 0) {
+		file_state_free(c);
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->mtime = f->mtime;
+	c->remote_mtime = f->remote_mtime;
+	memcpy(c->ident, f->ident, sizeof c->ident);
+	return c;
+}
+
 static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
 {
 	while (len > 0) {

@@ -83,9 +83,12 @@ struct file_state {
 	 * spool and whether the journal holds its current content durably
 	 * (f->lock; every write and truncate clears it, so a close after an
 	 * unchanged one costs no fdatasync), and whether the upload queue
-	 * holds it (table lock). */
+	 * holds it (table lock). wb_copied: the entry is a copy of the
+	 * spool, not the spool (wb_journal_add): what was written since is
+	 * not in it. */
 	int64_t wb_seq;
 	bool wb_durable;
+	bool wb_copied;
 	bool wb_queued;
 };
 
@@ -94,6 +97,15 @@ struct file_state {
 struct file_state *file_state_new(const char *spool_dir, off_t size,
 				  mode_t mode, bool remote_exists);
 void file_state_free(struct file_state *f);
+/* Whether f is a whole, clean copy of the sandbox's file, named by its
+ * identity (remote_mtime and size): what another name of that file may
+ * start from. f->lock held. */
+bool file_state_cloneable(const struct file_state *f);
+/* A new state holding a copy of f's content (file_state_cloneable), of
+ * the same sandbox copy, for another name of the file (a hard link). f->lock
+ * held. NULL with errno set on failure. */
+struct file_state *file_state_clone(const struct file_state *f,
+				    const char *spool_dir);
 
 /* The following expect f->lock held. guest_path is where the file lives
  * in the sandbox. */

@@ -193,9 +193,6 @@ int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f)
 	return r;
 }
 
-/* Budget of the spools kept as a read cache after their last close. */
-#define RETAINED_MAX_FILES 4096
-#define RETAINED_MAX_BYTES ((off_t)512 * 1024 * 1024)
 
 static void retained_unlink(struct fs *fs, struct file_state *f)
 {
@@ -250,7 +247,7 @@ void fs_file_unref(struct fs *fs, struct node *n)
 	if (f->dirty && !f->unlinked)
 		return; /* pending upload: kept until it lands */
 	if (f->unlinked || !n->parent || f->present.n == 0 ||
-	    f->size > RETAINED_MAX_BYTES / 4) {
+	    f->size > FS_RETAINED_MAX_BYTES / 4) {
 		drop_spool(fs, n);
 		return;
 	}
@@ -266,8 +263,8 @@ void fs_file_unref(struct fs *fs, struct node *n)
 	fs->retained_count++;
 	fs->retained_bytes += f->size;
 	while (fs->retained_tail && fs->retained_tail != f &&
-	       (fs->retained_count > RETAINED_MAX_FILES ||
-		fs->retained_bytes > RETAINED_MAX_BYTES))
+	       (fs->retained_count > FS_RETAINED_MAX_FILES ||
+		fs->retained_bytes > FS_RETAINED_MAX_BYTES))
 		drop_spool(fs, fs->retained_tail->owner);
 }
 

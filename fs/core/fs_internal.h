@@ -79,6 +79,11 @@ void fs_record_upload(struct fs *fs, struct node *n, struct file_state *f,
 /* Uploads one node's dirty spool. Takes the file lock; table lock NOT
  * held. The state must be pinned or held by a handle. */
 int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f);
+/* The budget of the spools kept as a read cache after their last close;
+ * a file bigger than a quarter of it is never kept. */
+#define FS_RETAINED_MAX_FILES 4096
+#define FS_RETAINED_MAX_BYTES ((off_t)512 * 1024 * 1024)
+
 /* Drops a pin/handle reference: when nothing holds the spool and nothing
  * is pending, it is kept as a read cache (within a budget) or freed.
  * Table lock held. */

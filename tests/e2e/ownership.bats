@@ -223,6 +223,28 @@ close OK" open 0 n w,creat 644 write 0 fresh link n m close 0
 	assert_eq "$(links_in_sandbox n)" 2
 }
 
+# git writes each object under a temporary name, links it to its final
+# one and removes the first: the final name starts from the content the
+# mount wrote (fs_link), and that copy must never hide a later change.
+@test "link: the new name reads what the mount wrote without a fetch, and the sandbox's later changes" {
+	mount_sbfs
+	cd "$MNT"
+	printf 'first version\n' >tmp_obj
+	expect_po "link OK" link tmp_obj obj
+	rm tmp_obj
+	r0=$(calls read)
+	assert_eq "$(cat obj)" "first version" "obj after the link and the unlink"
+	if backend_upload_keeps_mtime; then
+		assert_eq "$(calls read)" "$r0" "read calls for what the mount wrote"
+	fi
+	sb sh -c 'printf "other version\n" >"$1"' sh "$WS/obj" # the same size
+	assert_eq "$(cat obj)" "other version" "obj after the sandbox rewrote it"
+	backend_upload_keeps_inode || return 0
+	expect_po "link OK" link obj obj2
+	printf 'third version\n' >obj
+	assert_eq "$(cat obj2)" "third version" "obj2 after a write of the same size through obj"
+}
+
 @test "link: EPERM for a directory, EEXIST onto a name, ENOENT without a source" {
 	mount_sbfs
 	cd "$MNT"

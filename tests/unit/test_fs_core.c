@@ -389,6 +389,46 @@ static void test_read_through_spool(void)
 	teardown(&t);
 }
 
+/* The copy a link's new name starts from: the content and what it is a
+ * copy of; only a whole, clean spool of a known sandbox copy gives one. */
+static void test_file_state_clone(void)
+{
+	char dir[] = "/tmp/sbfs-unit-clone-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	struct file_state *f = file_state_new(dir, 0, 0640, true);
+	CHECK(f != NULL);
+	CHECK_INT(file_state_write(f, "hello world", 11, 0), 11);
+	CHECK(!file_state_cloneable(f)); /* written, not uploaded */
+	f->dirty = false; /* as an upload that told the mtime leaves it */
+	f->remote_mtime = (struct timespec){1500000000, 123};
+	CHECK(file_state_cloneable(f));
+	struct file_state *c = file_state_clone(f, dir);
+	CHECK(c != NULL);
+	char buf[16] = "";
+	CHECK_INT(pread(c->fd, buf, sizeof buf, 0), 11);
+	CHECK(memcmp(buf, "hello world", 11) == 0);
+	CHECK_INT(c->size, 11);
+	CHECK_INT(c->mode, 0640);
+	CHECK(range_set_covers(&c->present, 0, 11));
+	CHECK(c->remote_exists && c->identity_known && !c->dirty);
+	CHECK(c->remote_mtime.tv_sec == 1500000000 && c->remote_mtime.tv_nsec == 123);
+	file_state_free(c);
+
+	f->dirty = true; /* not uploaded: the sandbox has something else */
+	CHECK(!file_state_cloneable(f));
+	f->dirty = false;
+	f->invalidated = true; /* a coherence point: the sandbox may have changed it */
+	CHECK(!file_state_cloneable(f));
+	f->invalidated = false;
+	f->identity_known = false; /* uploaded, its sandbox mtime not known yet */
+	CHECK(!file_state_cloneable(f));
+	f->identity_known = true;
+	f->size = 20; /* a part never fetched */
+	CHECK(!file_state_cloneable(f));
+	file_state_free(f);
+	CHECK_INT(rmdir(dir), 0);
+}
+
 /* ---- write-back ---- */
 
 static void test_writeback_upload_before_dir_rename(void)
@@ -755,6 +795,7 @@ int main(void)
 	test_lookup();
 	test_create_upload();
 	test_rename_unlink();
+	test_file_state_clone();
 	test_mkdir_symlink();
 	test_listing_answers_absent();
 	test_parent_listing_keeps_child_listing();
