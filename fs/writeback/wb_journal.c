@@ -232,19 +232,56 @@ void wb_journal_close(struct wb_journal *j, int keep)
 	free(j);
 }
 
-int64_t wb_journal_add(struct wb_journal *j, int fd, const char *relpath)
+static int link_fd(int fd, int dirfd, const char *name)
+{
+	char src[64];
+	snprintf(src, sizeof src, "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, src, dirfd, name, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
+}
+
+/* A durable copy of fd's whole content as dirfd/name. */
+static int put_copy(int fd, int dirfd, const char *name)
+{
+	struct stat st;
+	int out = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	if (out < 0)
+		return -errno;
+	int r = fstat(fd, &st) < 0 ? -errno : 0;
+	off_t in_off = 0, out_off = 0;
+	while (r == 0 && in_off < st.st_size) {
+		ssize_t n = copy_file_range(fd, &in_off, out, &out_off,
+					    (size_t)(st.st_size - in_off), 0);
+		if (n <= 0)
+			r = n < 0 ? -errno : -EIO; /* the spool shrank under us */
+	}
+	if (r == 0 && fdatasync(out) < 0)
+		r = -errno;
+	if (r == 0)
+		r = link_fd(out, dirfd, name);
+	close(out);
+	return r;
+}
+
+int64_t wb_journal_add(struct wb_journal *j, int fd, const char *relpath,
+		       bool *copied)
 {
 	int64_t seq = atomic_fetch_add(&j->seq, 1) + 1;
-	char src[64], data[48], rec[48];
-	snprintf(src, sizeof src, "/proc/self/fd/%d", fd);
+	char data[48], rec[48];
 	snprintf(data, sizeof data, "%lld.data", (long long)seq);
 	snprintf(rec, sizeof rec, "%lld.path", (long long)seq);
 	/* The data first: a name in the folder always holds durable data. */
 	if (fdatasync(fd) < 0)
 		return -errno;
-	if (linkat(AT_FDCWD, src, j->dirfd, data, AT_SYMLINK_FOLLOW) < 0)
-		return -errno;
-	int r = write_record(j->dirfd, rec, relpath);
+	/* The kernel links an O_TMPFILE only while it never had a name:
+	 * a spool whose earlier entry was removed after its upload goes in
+	 * as a copy. */
+	int r = link_fd(fd, j->dirfd, data);
+	*copied = r == -ENOENT;
+	if (*copied)
+		r = put_copy(fd, j->dirfd, data);
+	if (r < 0)
+		return r;
+	r = write_record(j->dirfd, rec, relpath);
 	if (r == 0)
 		r = journal_commit(j);
 	if (r < 0) {

@@ -31,8 +31,12 @@ void wb_journal_close(struct wb_journal *j, int keep);
 
 /* Records spool fd as mount-relative path relpath, durably (it returns
  * once a folder fsync that began after the entry was made has succeeded);
- * returns the entry's sequence number (> 0) or -errno. */
-int64_t wb_journal_add(struct wb_journal *j, int fd, const char *relpath);
+ * returns the entry's sequence number (> 0) or -errno. The entry is the
+ * spool itself (a link to it), so wb_journal_sync makes later writes
+ * durable in it; or, *copied set, a copy (a spool that had an entry
+ * before cannot be linked again), which later writes do not reach. */
+int64_t wb_journal_add(struct wb_journal *j, int fd, const char *relpath,
+		       bool *copied);
 /* Entries added so far, and the folder fsyncs that made them durable
  * (fewer when closes arrived together). */
 void wb_journal_counts(struct wb_journal *j, uint64_t *entries,

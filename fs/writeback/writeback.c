@@ -133,15 +133,21 @@ int wb_commit(struct fs *fs, struct node *n, struct file_state *f)
 	bool queue = rel && file_state_complete(f) && !linked;
 	if (queue && ftruncate(f->fd, f->size) < 0)
 		queue = false;
-	if (queue && f->wb_seq > 0) {
+	if (queue && f->wb_seq > 0 && (f->wb_durable || !f->wb_copied)) {
 		queue = f->wb_durable || wb_journal_sync(w->j, f->fd) == 0;
 	} else if (queue) {
-		int64_t seq = wb_journal_add(w->j, f->fd, rel);
-		if (seq < 0)
+		/* A new entry; one that was a copy goes once it is made, so
+		 * the journal never holds neither. */
+		int64_t old = f->wb_seq;
+		int64_t seq = wb_journal_add(w->j, f->fd, rel, &f->wb_copied);
+		if (seq < 0) {
 			sb_warn("write-back: cannot journal %s (%s): uploading it now",
 				rel, strerror((int)-seq));
-		else
+		} else {
 			f->wb_seq = seq;
+			if (old > 0)
+				wb_journal_remove(w->j, old);
+		}
 		queue = seq > 0;
 	}
 	f->wb_durable = queue;
@@ -384,7 +390,7 @@ void wb_forget(struct fs *fs, struct file_state *f)
 	if (fs->wb && f->wb_seq > 0) {
 		wb_journal_remove(fs->wb->j, f->wb_seq);
 		f->wb_seq = 0;
-		f->wb_durable = false;
+		f->wb_durable = f->wb_copied = false;
 	}
 }
 

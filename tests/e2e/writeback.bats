@@ -241,6 +241,25 @@ f30"
 	backend_sweep
 }
 
+# The kernel links a spool (an O_TMPFILE) into the journal only once: a
+# file written again after its upload landed used to be uploaded at its
+# close instead, with a warning, each time.
+@test "writeback: a file written again after its upload is journaled again; kill -9 saves the new bytes" {
+	wb_mount inject_latency_ms=3000
+	echo one >"$MNT/again"
+	sbfs sync "$MNT"
+	echo two >"$MNT/again"
+	(($(pending) >= 1)) || fail "the second version was not left to the queue: pending $(pending)"
+	! grep -q "cannot journal" "$T/mnt.log" || fail "$(grep "cannot journal" "$T/mnt.log")"
+	kill -KILL "$SBFS_PID"
+	poll 10 not_pid_alive "$SBFS_PID"
+	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
+	run sbfs status "$T/nowhere"
+	assert_output_has "not uploaded"
+	assert_eq "$(cat "$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*)/again")" two "the saved file"
+	backend_sweep
+}
+
 @test "writeback: unmount waits for the queue and exits 0" {
 	wb_mount inject_latency_ms=300 -f
 	for i in $(seq 1 20); do echo "$i" >"$MNT/u$i"; done

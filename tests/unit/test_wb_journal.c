@@ -43,8 +43,12 @@ static void *add_many(void *arg)
 		a->fd[i] = open(spool, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 		if (a->fd[i] < 0 || write(a->fd[i], text, strlen(text)) < 0)
 			a->seq[i] = -1;
-		else
-			a->seq[i] = wb_journal_add(j, a->fd[i], rel);
+		else {
+			bool copied = true;
+			a->seq[i] = wb_journal_add(j, a->fd[i], rel, &copied);
+			if (copied) /* a spool never journaled is linked, not copied */
+				a->seq[i] = -2;
+		}
 	}
 	return NULL;
 }
@@ -120,6 +124,17 @@ int main(void)
 	CHECK_INT(pwrite(a[2].fd[0], "new\n", 4, 0), 4);
 	CHECK_INT(ftruncate(a[2].fd[0], 4), 0);
 	CHECK_INT(wb_journal_sync(j, a[2].fd[0]), 0);
+	/* a spool whose entry went (its upload landed), written again: the
+	 * kernel will not link it twice, so the new entry is a copy, with the
+	 * bytes of the moment */
+	wb_journal_remove(j, a[3].seq[0]);
+	CHECK_INT(pwrite(a[3].fd[0], "again\n", 6, 0), 6);
+	CHECK_INT(ftruncate(a[3].fd[0], 6), 0);
+	bool copied = false;
+	a[3].seq[0] = wb_journal_add(j, a[3].fd[0], "/again", &copied);
+	CHECK(a[3].seq[0] > 0);
+	CHECK(copied);
+	CHECK_INT(pwrite(a[3].fd[0], "later\n", 6, 0), 6); /* not in the copy */
 
 	/* the daemon dies: its journal is left for the next start */
 	wb_journal_close(j, 1);
@@ -139,8 +154,10 @@ int main(void)
 	CHECK(access(path, F_OK) != 0);
 	snprintf(path, sizeof path, "%s/sbfs/unsaved/box/t2/f0", state);
 	CHECK(file_is(path, "new\n"));
+	snprintf(path, sizeof path, "%s/sbfs/unsaved/box/again", state);
+	CHECK(file_is(path, "again\n"));
 	for (int t = 3; t < THREADS; t++)
-		for (int i = 0; i < PER_THREAD; i++) {
+		for (int i = t == 3; i < PER_THREAD; i++) {
 			snprintf(path, sizeof path, "%s/sbfs/unsaved/box/t%d/f%d", state, t, i);
 			content(t, i, want, sizeof want);
 			CHECK(file_is(path, want));
