@@ -69,6 +69,25 @@ class Cleanup:
 CLEAN = Cleanup()
 
 
+def clean_on_signals():
+    """SIGINT, SIGTERM, SIGHUP: clean up, then exit as killed."""
+    def on_signal(sig, _frm):
+        log(f"bench: signal {sig}: cleaning up")
+        CLEAN.run()
+        sys.exit(128 + sig)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+
+def emit(text, out):
+    """The report on stdout and, when asked, in the file out."""
+    print()
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+
+
 def unmount(m, timeout=120):
     if not os.path.ismount(m):
         return
@@ -893,13 +912,7 @@ def main():
         shutil.copy2(globals()[name], dst)
         globals()[name] = dst
 
-    def on_signal(sig, _frm):
-        log(f"bench: signal {sig}: cleaning up")
-        CLEAN.run()
-        sys.exit(128 + sig)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    clean_on_signals()
 
     notes = []
     try:
@@ -964,13 +977,8 @@ def main():
                      "seen it; dd read: the file is written out of band the same way.")
         notes.append("sshfs 0 ms connects to sshd directly; at N ms through "
                      "tests/bench/delay_relay.py (N/2 ms each way). Default sshfs caching.")
-        text = report(p, configs, results, calls, requests, journal, lost, notes,
-                      extra_lines, started)
-        print()
-        print(text)
-        if a.out:
-            with open(a.out, "w") as f:
-                f.write(text)
+        emit(report(p, configs, results, calls, requests, journal, lost, notes,
+                    extra_lines, started), a.out)
     finally:
         CLEAN.run()
 

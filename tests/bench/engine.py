@@ -237,7 +237,7 @@ def run_latency(base, upstream, image, lat, n, mib, rows):
         bench.CLEAN.mounts.remove(mnt)
 
 
-def report(rows, lats, started):
+def report(rows, started):
     L = ["# sbfs docker backend against its engine", "",
          f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(started))} UTC, "
          f"{bench.build_info()}, run took {time.time() - started:.0f} s. "
@@ -271,6 +271,7 @@ def main():
     started = time.time()
     base = tempfile.mkdtemp(prefix="sbfs-engine-", dir=a.workdir)
     bench.CLEAN.dirs.append(base)
+    bench.clean_on_signals()
     lats = [int(x) for x in a.latency_ms.split(",")]
     rows = []
     try:
@@ -278,12 +279,7 @@ def main():
         for lat in lats:
             bench.log(f"== {lat} ms per engine request")
             run_latency(base, upstream, image, lat, a.runs, a.mib, rows)
-        text = report(rows, lats, started)
-        print()
-        print(text)
-        if a.out:
-            with open(a.out, "w") as f:
-                f.write(text)
+        bench.emit(report(rows, started), a.out)
     finally:
         bench.CLEAN.run()
 
