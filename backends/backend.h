@@ -186,8 +186,9 @@ struct sb_backend_ops {
 	 * creating or truncating it; u->mode applies when the file is
 	 * created. Parent directories are created. A backend that can give
 	 * the file u->mtime in the same call does, and sets u->mtime_set
-	 * (the dispatcher clears it before each attempt); one whose stat tells whole
-	 * seconds gives the whole second and leaves it in u->mtime. */
+	 * (the dispatcher clears it before each attempt); one whose stat
+	 * tells whole seconds gives the whole second and leaves it in
+	 * u->mtime. */
 	int (*write_file)(struct sb_backend *b, struct sb_upload *u);
 	int (*list_dir)(struct sb_backend *b, const char *path,
 			struct sb_dirlist *out);
