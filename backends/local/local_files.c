@@ -9,6 +9,7 @@
 #include "local.h"
 #include "backends/sandbox_limits.h"
 #include "backends/shell_ops.h"
+#include "util/fd_copy.h"
 #include "util/log.h"
 
 #include <dirent.h>
@@ -23,7 +24,6 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#define COPY_CHUNK (1 << 20)
 
 /* A guest path split into a safely opened parent dir and a last name. */
 struct loc {
@@ -215,57 +215,6 @@ static int make_parents(struct sb_backend *b, const char *path)
 	return 0;
 }
 
-static int copy_from(int dst, int src, off_t size)
-{
-	off_t in = 0;
-	bool use_cfr = true;
-	char *buf = NULL;
-	while (in < size) {
-		size_t want = (size_t)(size - in) < COPY_CHUNK ? (size_t)(size - in) : COPY_CHUNK;
-		ssize_t n;
-		if (use_cfr) {
-			off_t out = in;
-			n = copy_file_range(src, &in, dst, &out, want, 0);
-			if (n < 0 && (errno == EXDEV || errno == EINVAL ||
-				      errno == ENOSYS || errno == EOPNOTSUPP)) {
-				use_cfr = false;
-				continue;
-			}
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0) {
-				free(buf);
-				return -errno;
-			}
-			if (n == 0)
-				break;
-			continue;
-		}
-		if (!buf && !(buf = malloc(COPY_CHUNK)))
-			return -ENOMEM;
-		n = pread(src, buf, want, in);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			free(buf);
-			return n < 0 ? -errno : -EIO;
-		}
-		for (ssize_t done = 0; done < n;) {
-			ssize_t w = pwrite(dst, buf + done, (size_t)(n - done), in + done);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				free(buf);
-				return -errno;
-			}
-			done += w;
-		}
-		in += n;
-	}
-	free(buf);
-	return in == size ? 0 : -EIO; /* the source shrank under us */
-}
-
 int local_write_file(struct sb_backend *b, struct sb_upload *u)
 {
 	const char *path = u->path;
@@ -302,7 +251,7 @@ int local_write_file(struct sb_backend *b, struct sb_upload *u)
 		rc = give_to_sandbox(b, out, "", AT_EMPTY_PATH);
 	}
 	if (rc == 0)
-		rc = ftruncate(out, 0) < 0 ? -errno : copy_from(out, fd, size);
+		rc = ftruncate(out, 0) < 0 ? -errno : sb_fd_copy(out, fd, size);
 	if (rc == 0 && u->mtime.tv_nsec != UTIME_OMIT) {
 		struct timespec ts[2] = {{0, UTIME_OMIT}, u->mtime};
 		u->mtime_set = futimens(out, ts) == 0;

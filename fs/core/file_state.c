@@ -1,4 +1,5 @@
 #include "file_state.h"
+#include "../../util/fd_copy.h"
 #include "../../util/log.h"
 
 #include <errno.h>
@@ -66,21 +67,12 @@ struct file_state *file_state_clone(const struct file_state *f,
 	struct file_state *c = file_state_new(spool_dir, f->size, f->mode, true);
 	if (!c)
 		return NULL;
-	/* In the kernel: a reflink where the spool's file system has them. */
-	off_t in = 0, out = 0;
-	while (in < f->size) {
-		ssize_t n = copy_file_range(f->fd, &in, c->fd, &out,
-					    (size_t)(f->size - in), 0);
-		if (n <= 0) {
-			int e = n < 0 ? errno : EIO; /* the spool shrank */
-			file_state_free(c);
-			errno = e;
-			return NULL;
-		}
-	}
-	if (f->size > 0 && range_set_add(&c->present, 0, f->size) < 0) {
+	int r = sb_fd_copy(c->fd, f->fd, f->size);
+	if (r == 0 && f->size > 0)
+		r = range_set_add(&c->present, 0, f->size);
+	if (r < 0) {
 		file_state_free(c);
-		errno = ENOMEM;
+		errno = -r;
 		return NULL;
 	}
 	c->mtime = f->mtime;

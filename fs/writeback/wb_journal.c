@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../core/lock_order.h"
+#include "../../util/fd_copy.h"
 
 struct wb_journal {
 	char dir[PATH_MAX];
@@ -246,14 +247,7 @@ static int put_copy(int fd, int dirfd, const char *name)
 	int out = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 	if (out < 0)
 		return -errno;
-	int r = fstat(fd, &st) < 0 ? -errno : 0;
-	off_t in_off = 0, out_off = 0;
-	while (r == 0 && in_off < st.st_size) {
-		ssize_t n = copy_file_range(fd, &in_off, out, &out_off,
-					    (size_t)(st.st_size - in_off), 0);
-		if (n <= 0)
-			r = n < 0 ? -errno : -EIO; /* the spool shrank under us */
-	}
+	int r = fstat(fd, &st) < 0 ? -errno : sb_fd_copy(out, fd, st.st_size);
 	if (r == 0 && fdatasync(out) < 0)
 		r = -errno;
 	if (r == 0)
@@ -375,16 +369,8 @@ static int copy_file(int srcdir, const char *name, const char *dst)
 		close(in);
 		return e;
 	}
-	char buf[65536];
-	ssize_t n;
-	int r = 0;
-	while ((n = read(in, buf, sizeof buf)) > 0)
-		if (write(out, buf, (size_t)n) != n) {
-			r = errno ? -errno : -EIO;
-			break;
-		}
-	if (n < 0)
-		r = -errno;
+	struct stat st;
+	int r = fstat(in, &st) < 0 ? -errno : sb_fd_copy(out, in, st.st_size);
 	if (r == 0 && fsync(out) < 0)
 		r = -errno;
 	close(in);
