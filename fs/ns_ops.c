@@ -415,7 +415,7 @@ static void share_content_with_link(struct fs *fs, uint64_t ino, uint64_t new_in
 	if (!f)
 		return;
 	file_lock(f);
-	struct file_state *c = file_state_cloneable(f) && f->size <= FS_RETAINED_MAX_BYTES / 4
+	struct file_state *c = file_state_cloneable(f) && f->size <= FS_RETAINED_MAX_FILE_BYTES
 				       ? file_state_clone(f, fs->cfg.spool_dir)
 				       : NULL;
 	file_unlock(f);

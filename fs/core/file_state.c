@@ -512,12 +512,14 @@ uint64_t file_state_first_uploads(void)
 	return atomic_load(&first_uploads);
 }
 
-void file_state_upload_done(struct file_state *f, int r)
+void file_state_upload_done(struct file_state *f, const struct sb_upload *u, int r)
 {
 	if (r < 0) {
 		f->upload_error = r;
 		return;
 	}
+	if (u->mtime_set) /* what the sandbox's copy got (a whole second, say) */
+		f->mtime = u->mtime;
 	/* Counted before the file stops being "only here", so a listing
 	 * that sees it as in the sandbox also sees the count move. */
 	if (!f->remote_exists)
@@ -548,10 +550,8 @@ int file_state_upload(struct file_state *f, struct sb_backend *b,
 	struct sb_upload u = {.path = guest_path, .fd = f->fd, .size = f->size,
 			      .mode = f->mode, .mtime = f->mtime};
 	r = sb_write_file(b, &u);
-	file_state_upload_done(f, r);
+	file_state_upload_done(f, &u, r);
 	*mtime_set = r == 0 && u.mtime_set;
-	if (*mtime_set)
-		f->mtime = u.mtime;
 	return r;
 }
 

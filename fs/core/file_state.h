@@ -137,10 +137,11 @@ int file_state_upload(struct file_state *f, struct sb_backend *b,
 		      const char *guest_path, bool *mtime_set);
 /* The two halves of file_state_upload around the write call, for batch
  * uploads: prepare fetches what the spool lacks and sizes it; done records
- * a successful upload (or its failure, r < 0). */
+ * a successful upload of u, with the mtime the backend gave it
+ * (u->mtime_set), or its failure (r < 0). */
 int file_state_upload_prepare(struct file_state *f, struct sb_backend *b,
 			      const char *guest_path);
-void file_state_upload_done(struct file_state *f, int r);
+void file_state_upload_done(struct file_state *f, const struct sb_upload *u, int r);
 /* How many files have reached the sandbox for the first time so far: a
  * directory listing fetched while this moved may lack one of them. */
 uint64_t file_state_first_uploads(void);

@@ -247,7 +247,7 @@ void fs_file_unref(struct fs *fs, struct node *n)
 	if (f->dirty && !f->unlinked)
 		return; /* pending upload: kept until it lands */
 	if (f->unlinked || !n->parent || f->present.n == 0 ||
-	    f->size > FS_RETAINED_MAX_BYTES / 4) {
+	    f->size > FS_RETAINED_MAX_FILE_BYTES) {
 		drop_spool(fs, n);
 		return;
 	}

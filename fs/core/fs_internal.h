@@ -83,6 +83,7 @@ int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f);
  * a file bigger than a quarter of it is never kept. */
 #define FS_RETAINED_MAX_FILES 4096
 #define FS_RETAINED_MAX_BYTES ((off_t)512 * 1024 * 1024)
+#define FS_RETAINED_MAX_FILE_BYTES (FS_RETAINED_MAX_BYTES / 4)
 
 /* Drops a pin/handle reference: when nothing holds the spool and nothing
  * is pending, it is kept as a read cache (within a budget) or freed.

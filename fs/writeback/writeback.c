@@ -241,14 +241,12 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 	size_t ok = 0, bad = 0;
 	for (size_t i = 0; i < m; i++) {
 		if (up[i].rc == 0) {
-			file_state_upload_done(which[i]->f, 0);
-			if (up[i].mtime_set)
-				which[i]->f->mtime = up[i].mtime;
+			file_state_upload_done(which[i]->f, &up[i], 0);
 			fs_record_upload(fs, which[i]->n, which[i]->f,
 					 up[i].mtime_set);
 			ok++;
 		} else {
-			file_state_upload_done(which[i]->f, up[i].rc);
+			file_state_upload_done(which[i]->f, &up[i], up[i].rc);
 			sb_warn("upload of %s failed: %s (kept locally; retried at "
 				"the next sync, sbexec, fsync or unmount)",
 				up[i].path, strerror(-up[i].rc));
