@@ -14,7 +14,7 @@ static const char *const action_names[] = {
 	[FAULT_NONE] = "none",         [FAULT_TRANSIENT] = "transient",
 	[FAULT_ERROR] = "error",       [FAULT_TERMINAL] = "terminal",
 	[FAULT_STALL] = "stall",       [FAULT_KILL] = "kill",
-	[FAULT_DIE] = "die",
+	[FAULT_LATE] = "late",         [FAULT_DIE] = "die",
 };
 
 const char *fault_action_name(enum fault_action a)
@@ -92,7 +92,7 @@ static int parse_rule(struct fault_plan *plan, const char *r, size_t len,
 			fr->action = (enum fault_action)a;
 	if (fr->action == FAULT_NONE)
 		return bad(err, errlen, r, ilen,
-			   "ACTION is one of transient, error, terminal, stall, kill, die");
+			   "ACTION is one of transient, error, terminal, stall, kill, late, die");
 	fr->kind = parse_kind(c1 + 1, (size_t)(c2 - c1 - 1));
 	if (fr->kind < 0)
 		return bad(err, errlen, r, ilen,
@@ -263,7 +263,8 @@ int fault_call(struct sb_backend *b, enum sb_call kind,
 		 * find that out for itself. */
 		b->ops->destroy(b);
 		break;
-	case FAULT_DIE: /* after the call, below */
+	case FAULT_LATE: /* after the call, below */
+	case FAULT_DIE:
 	case FAULT_NONE:
 		break;
 	}
@@ -272,5 +273,7 @@ int fault_call(struct sb_backend *b, enum sb_call kind,
 	 * did its part, before the dispatcher takes the result. */
 	if (a == FAULT_DIE)
 		b->ops->destroy(b);
+	if (a == FAULT_LATE)
+		sleep_ms(FAULT_LATE_MS);
 	return rc;
 }

@@ -13,6 +13,10 @@
  *         stall      the call hangs in the sandbox until its deadline
  *         kill       the sandbox is destroyed, then the call goes on, so
  *                    the backend finds out by itself that it is gone
+ *         late       the call does its work, and its answer is held
+ *                    FAULT_LATE_MS before it is taken: a slow answer that
+ *                    the mount's other calls overtake (a listing made
+ *                    before a change lands and answered after it)
  *         die        the call does its work, then the sandbox is destroyed
  *                    before the call's result is taken: a sandbox dying
  *                    while the call is in flight (an upload that lands in
@@ -39,6 +43,7 @@
 
 #define FAULT_RULES_MAX 16
 #define FAULT_KIND_ANY SB_CALL_COUNT
+#define FAULT_LATE_MS 1000
 
 enum fault_action {
 	FAULT_NONE,
@@ -47,6 +52,7 @@ enum fault_action {
 	FAULT_TERMINAL,
 	FAULT_STALL,
 	FAULT_KILL,
+	FAULT_LATE,
 	FAULT_DIE, /* the last one: the parser's range ends here */
 };
 

@@ -106,6 +106,7 @@ int fs_load_listing(struct fs *fs, uint64_t ino)
 		if (!path)
 			return p ? err : -ENOENT;
 		uint64_t changes = p->entry_changes;
+		uint64_t landed = p->landed;
 		struct listing_start before = {
 			.first_uploads = file_state_first_uploads(),
 			.gen = fs->t.gen,
@@ -120,8 +121,9 @@ int fs_load_listing(struct fs *fs, uint64_t ino)
 		p = node_by_ino(&fs->t, ino);
 		if (err == 0 && !p)
 			err = -ENOENT;
-		if (err == 0 && p->entry_changes != changes) {
-			/* It may predate a create, remove or rename of ours. */
+		if (err == 0 && (p->entry_changes != changes ||
+				 p->landed != landed)) {
+			/* It may predate a change of ours. */
 			sb_dirlist_free(&list);
 			continue;
 		}

@@ -90,7 +90,7 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 	if (!path)
 		return NULL;
 	uint64_t pino = parent ? parent->ino : 0, nino = n ? n->ino : 0;
-	uint64_t since = fs->changes;
+	uint64_t since = fs->changes, landed = n ? n->landed : 0;
 	table_unlock(fs);
 	struct stat st;
 	char *link = NULL;
@@ -100,6 +100,13 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 	/* The nodes may have gone while unlocked: look them up again. */
 	parent = pino ? node_by_ino(&fs->t, pino) : NULL;
 	n = nino ? node_by_ino(&fs->t, nino) : NULL;
+	/* An upload landed meanwhile: the answer may predate it, and what
+	 * the node shows (recorded by the upload) is newer. */
+	bool stale = n && n->landed != landed;
+	if (r < 0 && stale) {
+		free(link);
+		return n;
+	}
 	if (r < 0) {
 		if (r == -ENOENT && n && n->parent &&
 		    (!n->file || n->file->retained))
@@ -121,7 +128,7 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 			return NULL;
 		}
 	}
-	if (!n->file || !n->file->dirty)
+	if (!stale && (!n->file || !n->file->dirty))
 		fs_record_attr(fs, n, since, &st, link);
 	free(link);
 	return n;

@@ -163,6 +163,9 @@ void fs_record_upload(struct fs *fs, struct node *n, struct file_state *f,
 	 * stat shows the sandbox's mtime from then on (an editor compares
 	 * mtimes across its reads and writes). */
 	table_lock(fs);
+	n->landed++;
+	if (n->parent)
+		n->parent->landed++;
 	struct stat st;
 	fs_node_stat(n, &st);
 	struct timespec exp = mtime_set ? fs_cache_expiry(fs, fs->cfg.attr_timeout, fs->changes)

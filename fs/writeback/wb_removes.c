@@ -64,25 +64,46 @@ static char *mount_relative(const struct fs *fs, const char *guest_path)
 	return strdup(guest_path[wl > 1 ? wl : 0] ? guest_path + (wl > 1 ? wl : 0) : "/");
 }
 
-static void forget_parent(struct fs *fs, const char *guest_path)
+/* The node of guest path's parent directory, or NULL. Table lock held. */
+static struct node *parent_node(struct fs *fs, const char *guest_path)
 {
 	char *rel = mount_relative(fs, guest_path);
 	if (!rel)
-		return;
+		return NULL;
 	char *slash = strrchr(rel, '/');
 	if (slash)
 		*slash = '\0';
-	table_lock(fs);
 	struct node *n = fs->t.root;
 	char *save = NULL;
 	for (char *c = strtok_r(rel, "/", &save); c && n; c = strtok_r(NULL, "/", &save))
 		n = node_child(&fs->t, n, c);
+	free(rel);
+	return n;
+}
+
+static void forget_parent(struct fs *fs, const char *guest_path)
+{
+	table_lock(fs);
+	struct node *n = parent_node(fs, guest_path);
 	if (n) {
 		n->list_set = false;
 		node_forget_attr(n);
 	}
 	table_unlock(fs);
-	free(rel);
+}
+
+/* The removes landed (struct node's landed), before the queue forgets
+ * them: a listing of their parents is either still filtered or sees the
+ * count move. */
+static void note_landed(struct fs *fs, const struct rmq_entry *e, size_t k)
+{
+	table_lock(fs);
+	for (size_t i = 0; i < k; i++) {
+		struct node *p = parent_node(fs, e[i].path);
+		if (p)
+			p->landed++;
+	}
+	table_unlock(fs);
 }
 
 static void record_failure(struct wb_removes *r, const char *path, bool is_dir,
@@ -129,6 +150,7 @@ static void land(struct wb_removes *r, struct rmq_entry *e, size_t k)
 			record_failure(r, e[i].path, e[i].is_dir, rc);
 	}
 	free(v);
+	note_landed(r->fs, e, k);
 	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	r->removed += ok;
 	rmq_done(&r->q, e, k);

@@ -21,6 +21,7 @@ wb() { status_json | jq -er ".writeback.$1"; }
 
 # pending: files queued or uploading
 pending() { echo $(($(wb queued) + $(wb in_flight))); }
+drained() { [[ $(pending) == 0 ]]; }
 
 @test "writeback: close returns before the upload; sbexec sees the file" {
 	wb_mount inject_latency_ms=3000
@@ -400,6 +401,43 @@ f3"
 	assert_output_has "remove of /d/f2 failed"
 	assert_eq "$(sb cat d/f2)" 2
 	assert_eq "$(cat "$MNT/d/f2")" 2
+}
+
+# late:list: the sandbox makes each listing at once and its answer comes
+# 1 s later, after what the mount did meanwhile has landed. The answer
+# tells the sandbox as it was and must not undo that.
+@test "writeback: a listing answered after a queued remove landed does not show the name again" {
+	wb_mount inject_faults=late:list:every1
+	mkdir "$MNT/d"
+	echo 1 >"$MNT/d/f1"
+	echo 2 >"$MNT/d/f2"
+	run sbfs sync "$MNT"
+	assert_status 0
+	sbfs refresh "$MNT"
+	rm "$MNT/d/f2"
+	# listed at once, with f2 still there; the remove lands 80 ms later
+	assert_eq "$(ls "$MNT/d")" "f1"
+	[[ ! -e $MNT/d/f2 ]] || fail "f2 shows again after its remove landed"
+	assert_eq "$(wb removes_queued)" 0
+	assert_eq "$(sb ls d)" "f1"
+}
+
+@test "writeback: a listing answered after an upload landed does not show the old size" {
+	wb_mount inject_faults=late:list:every1
+	mkdir "$MNT/d"
+	echo old >"$MNT/d/f"
+	run sbfs sync "$MNT"
+	assert_status 0
+	sbfs refresh "$MNT"
+	ls -l "$MNT/d" >"$T/ls.out" &
+	local lister=$!
+	sleep 0.3 # the listing is made, its answer on its way
+	echo "the new, longer content" >"$MNT/d/f"
+	poll 5 drained || fail "the upload did not land within 5 s"
+	wait "$lister"
+	assert_eq "$(stat -c %s "$MNT/d/f")" 24
+	assert_eq "$(cat "$MNT/d/f")" "the new, longer content"
+	assert_eq "$(sb cat d/f)" "the new, longer content"
 }
 
 @test "writeback: rmdir of a directory the mount never listed gives the sandbox's errno" {

@@ -26,12 +26,20 @@ struct mfault {
 
 #define MEM_FAULTS 16
 
+/* mem_after: what runs once the next call of kind has its answer. */
+struct mafter {
+	enum sb_call kind;
+	void (*fn)(void *arg);
+	void *arg;
+};
+
 struct mem {
 	pthread_mutex_t lock;
 	struct mnode *root;
 	ino_t next_ino;
 	long tick;        /* mtimes: one second per change, never equal */
 	struct mfault faults[MEM_FAULTS];
+	struct mafter after;
 	char *log;
 	size_t log_len;
 };
@@ -233,7 +241,22 @@ static int set_data(struct mem *m, const char *path, const char *data,
 
 /* ---- ops ---- */
 
+/* The planned mem_after for a call of kind that has its answer, taken
+ * and run without the lock (it may call the backend itself). */
+static void run_after(struct mem *m, enum sb_call kind)
+{
+	pthread_mutex_lock(&m->lock);
+	struct mafter a = m->after;
+	bool due = a.fn && a.kind == kind;
+	if (due)
+		m->after.fn = NULL;
+	pthread_mutex_unlock(&m->lock);
+	if (due)
+		a.fn(a.arg);
+}
+
 #define ENTER(kind, path)                                  \
+	const enum sb_call kind_ = (kind);                 \
 	struct mem *m = mem_of(b);                         \
 	pthread_mutex_lock(&m->lock);                      \
 	int r = fault(m, (kind), (path));                  \
@@ -244,6 +267,7 @@ static int set_data(struct mem *m, const char *path, const char *data,
 
 #define LEAVE()                                            \
 	pthread_mutex_unlock(&m->lock);                    \
+	run_after(m, kind_);                               \
 	return r
 
 static int op_create(struct sb_backend *b, const struct sb_spec *spec)
@@ -642,6 +666,15 @@ void mem_fail(struct sb_backend *b, enum sb_call kind, const char *path,
 				     .path = path ? strdup(path) : NULL};
 		break;
 	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void mem_after(struct sb_backend *b, enum sb_call kind, void (*fn)(void *arg),
+	       void *arg)
+{
+	struct mem *m = mem_of(b);
+	pthread_mutex_lock(&m->lock);
+	m->after = (struct mafter){.kind = kind, .fn = fn, .arg = arg};
 	pthread_mutex_unlock(&m->lock);
 }
 

@@ -39,6 +39,12 @@ bool mem_exists(struct sb_backend *b, const char *path);
 void mem_fail(struct sb_backend *b, enum sb_call kind, const char *path,
 	      int err, unsigned times);
 
+/* fn(arg) runs once, after the next call of kind has done its work and
+ * before the dispatcher takes its answer: what the mount does while an
+ * answer is on its way (the answer then tells of the sandbox before). */
+void mem_after(struct sb_backend *b, enum sb_call kind, void (*fn)(void *arg),
+	       void *arg);
+
 /* The changing calls so far, one line each ("write /workspace/a",
  * "rename /workspace/a /workspace/b", "remove /workspace/a", "mkdir ...");
  * the string stays valid until the next call. */

@@ -13,10 +13,11 @@ static bool parses(const char *spec)
 }
 
 /* The actions of the first n attempts of kind, as a string of letters:
- * '.' none, 't' transient, 'e' error, 'T' terminal, 's' stall, 'k' kill, 'd' die. */
+ * '.' none, 't' transient, 'e' error, 'T' terminal, 's' stall, 'k' kill,
+ * 'l' late, 'd' die. */
 static void run(enum sb_call kind, int n, char *out)
 {
-	static const char letters[] = ".teTskd";
+	static const char letters[] = ".teTskld";
 	for (int i = 0; i < n; i++)
 		out[i] = letters[fault_plan_next(&plan, kind)];
 	out[n] = '\0';
@@ -52,6 +53,10 @@ static void test_nth_and_every(void)
 	CHECK(parses("die:write:2"));
 	run(SB_CALL_WRITE, 3, got);
 	CHECK(!strcmp(got, ".d."));
+
+	CHECK(parses("late:list:every1"));
+	run(SB_CALL_LIST, 3, got);
+	CHECK(!strcmp(got, "lll"));
 }
 
 static void test_probability_is_seeded(void)

@@ -528,6 +528,79 @@ static void test_writeback_queued_remove(void)
 	teardown(&t);
 }
 
+/* ---- answers overtaken by the mount's own changes ---- */
+
+/* What a test does while an answer is on its way (mem_after). */
+struct meanwhile {
+	struct t *t;
+	uint64_t ino;
+	const char *data;
+};
+
+/* Rewrites the file and closes it: the upload lands (default mode). */
+static void rewrite_file(void *arg)
+{
+	struct meanwhile *w = arg;
+	struct fs_open o = {.flags = O_WRONLY | O_TRUNC};
+	CHECK_INT(fs_open(&w->t->fs, w->ino, &o), 0);
+	CHECK_INT(fs_write(&w->t->fs, w->ino, o.fh, w->data, strlen(w->data), 0),
+		  (long long)strlen(w->data));
+	CHECK_INT(fs_flush(&w->t->fs, w->ino, o.fh), 0);
+	fs_release(&w->t->fs, w->ino, o.fh);
+}
+
+static void drain_uploads(void *arg) { wb_drain(&((struct meanwhile *)arg)->t->fs); }
+static void drain_removes(void *arg) { wb_drain_removes(&((struct meanwhile *)arg)->t->fs); }
+
+static void test_answers_overtaken(void)
+{
+	struct t t;
+	setup(&t);
+	struct stat st;
+	double timeout;
+	mem_put(t.b, W "/a", "old");
+	struct meanwhile w = {.t = &t, .ino = look(&t, ROOT, "a"),
+			      .data = "the new content"};
+	/* a stat made before the upload landed, answered after it */
+	fs_invalidate(&t.fs, "/a");
+	mem_after(t.b, SB_CALL_STAT, rewrite_file, &w);
+	CHECK_INT(fs_getattr(&t.fs, w.ino, &st, &timeout), 0);
+	CHECK_INT(st.st_size, 15);
+	CHECK_INT(fs_getattr(&t.fs, w.ino, &st, &timeout), 0);
+	CHECK_INT(st.st_size, 15);
+	/* a listing, likewise */
+	w.data = "newer";
+	fs_invalidate(&t.fs, "/");
+	mem_after(t.b, SB_CALL_LIST, rewrite_file, &w);
+	list_dir(&t, ROOT);
+	CHECK_INT(fs_getattr(&t.fs, w.ino, &st, &timeout), 0);
+	CHECK_INT(st.st_size, 5);
+	teardown(&t);
+
+	/* Write-back: a queued remove lands while a listing is on its way;
+	 * so does an empty new file's first upload, and its spool goes with
+	 * the upload (nothing to keep in a read cache). Neither answer may
+	 * bring the name back or take it away. */
+	setup_with(&t, true, 0);
+	mem_put(t.b, W "/gone", "1");
+	CHECK(look(&t, ROOT, "gone") != 0);
+	CHECK_INT(fs_unlink(&t.fs, ROOT, "gone"), 0);
+	fs_invalidate(&t.fs, "/");
+	mem_after(t.b, SB_CALL_LIST, drain_removes, &w);
+	list_dir(&t, ROOT);
+	CHECK(!mem_exists(t.b, W "/gone"));
+	CHECK_INT(look(&t, ROOT, "gone"), 0);
+	struct fs_open o;
+	uint64_t ino = make_file(&t, ROOT, "empty", "", &o);
+	fs_release(&t.fs, ino, o.fh);
+	fs_invalidate(&t.fs, "/");
+	mem_after(t.b, SB_CALL_LIST, drain_uploads, &w);
+	list_dir(&t, ROOT);
+	CHECK(mem_exists(t.b, W "/empty"));
+	CHECK_INT(look(&t, ROOT, "empty"), ino);
+	teardown(&t);
+}
+
 /* ---- failure paths ---- */
 
 static void test_failures(void)
@@ -808,6 +881,7 @@ int main(void)
 	test_writeback_pending_rename_and_unlink();
 	test_writeback_pending_rename_over_sandbox_file();
 	test_writeback_queued_remove();
+	test_answers_overtaken();
 	test_failures();
 	test_notifications();
 	test_watched_keeps_what_did_not_change();
