@@ -93,6 +93,14 @@ static void apply_listing(struct fs *fs, struct node *p,
 			c->seen_mark = mark;
 		c = next;
 	}
+	/* Where the sandbox does not count a directory's links, a listing
+	 * does: the subdirectories an sbexec made or moved count too. */
+	if (p->nlink_untold && S_ISDIR(p->st.st_mode)) {
+		nlink_t links = 2;
+		for (c = p->children; c; c = c->next_sibling)
+			links += S_ISDIR(c->st.st_mode);
+		p->st.st_nlink = links;
+	}
 	p->list_set = true;
 	p->list_expires = fs_cache_expiry(fs, fs->cfg.dir_timeout, before->changes);
 }
@@ -156,7 +164,8 @@ static int snapshot_dir(struct node *p, struct fs_dir *d)
 	return 0;
 }
 
-int fs_opendir(struct fs *fs, uint64_t ino, struct fs_dir **dp)
+int fs_opendir(struct fs *fs, uint64_t ino, struct fs_dir **dp,
+	       struct fs_later *later)
 {
 	*dp = NULL;
 	int err = fs_check_alive(fs);
@@ -168,6 +177,7 @@ int fs_opendir(struct fs *fs, uint64_t ino, struct fs_dir **dp)
 		return -ENOMEM;
 	table_lock(fs);
 	struct node *p = node_by_ino(&fs->t, ino);
+	nlink_t links = p ? p->st.st_nlink : 0;
 	if (!p)
 		err = -ENOENT;
 	else if (!node_list_fresh(&fs->t, p, &now))
@@ -175,6 +185,8 @@ int fs_opendir(struct fs *fs, uint64_t ino, struct fs_dir **dp)
 	if (err == -EAGAIN)
 		err = 0; /* kept changing: what the nodes know, uncached */
 	p = node_by_ino(&fs->t, ino);
+	if (p && p->st.st_nlink != links)
+		later->inval_attrs = ino;
 	if (err == 0 && p) {
 		err = snapshot_dir(p, d);
 		p->open_dirs++;

@@ -110,8 +110,9 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 
 struct fs_dir;
 /* A snapshot of the directory's entries, from its cached listing or a new
- * one. */
-int fs_opendir(struct fs *fs, uint64_t ino, struct fs_dir **d);
+ * one. A new one may change the directory's own link count (later). */
+int fs_opendir(struct fs *fs, uint64_t ino, struct fs_dir **d,
+	       struct fs_later *later);
 /* Receives one entry (off: the offset of the next); false when it did not
  * fit, which ends the call. */
 typedef bool (*fs_dirent_fn)(void *ctx, const char *name,

@@ -327,13 +327,16 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	counted(req, FRQ_OPENDIR);
+	struct fs *fs = req_fs(req); /* req is gone once replied to */
 	struct fs_dir *d;
-	int err = fs_opendir(req_fs(req), ino, &d);
+	struct fs_later later = {0};
+	int err = fs_opendir(fs, ino, &d, &later);
 	fi->fh = (uint64_t)(uintptr_t)d;
 	if (err < 0)
 		fuse_reply_err(req, -err);
 	else
 		fuse_reply_open(req, fi);
+	fs_send_later(fs, &later);
 }
 
 /* Where readdir's entries are packed. */

@@ -317,7 +317,8 @@ void node_set_attr(struct node_table *t, struct node *n, const struct stat *st,
 	/* A stat that cannot count links (nlink 0: a directory's
 	 * subdirectories, a file's names) leaves the count the mount's own
 	 * mkdir, rmdir, rename, link and unlink kept. */
-	if (st->st_nlink == 0)
+	n->nlink_untold = st->st_nlink == 0;
+	if (n->nlink_untold)
 		n->st.st_nlink = known ? known : S_ISDIR(st->st_mode) ? 2 : 1;
 	/* The sandbox may not have seen the mount's last change here yet (a
 	 * create uploaded at close, a queued remove). */

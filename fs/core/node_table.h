@@ -37,6 +37,10 @@ struct node {
 	uint64_t attr_gen;
 	struct timespec attr_expires;
 	bool attr_set;
+	/* The sandbox's stat did not count links (nlink 0): a directory's
+	 * count is then the mount's, from its listings and its own mkdir,
+	 * rmdir and rename. */
+	bool nlink_untold;
 	/* The attributes are the mount's own guess (fs_record_new): a
 	 * stat's mtime may differ from them without anything changed. */
 	bool attr_made_here;

@@ -96,7 +96,7 @@ static uint64_t make_file(struct t *t, uint64_t parent, const char *name,
 static void list_dir(struct t *t, uint64_t ino)
 {
 	struct fs_dir *d;
-	CHECK_INT(fs_opendir(&t->fs, ino, &d), 0);
+	CHECK_INT(fs_opendir(&t->fs, ino, &d, &(struct fs_later){0}), 0);
 	if (d)
 		fs_releasedir(&t->fs, ino, d);
 }
@@ -218,7 +218,7 @@ static void test_listing_answers_absent(void)
 	CHECK_INT(asks(&t), before); /* the listing answered both */
 	/* names a listing holds come back from readdir, "." and ".." first */
 	struct fs_dir *d;
-	CHECK_INT(fs_opendir(&t.fs, dir, &d), 0);
+	CHECK_INT(fs_opendir(&t.fs, dir, &d, &(struct fs_later){0}), 0);
 	CHECK_INT(asks(&t), before); /* still fresh */
 	fs_releasedir(&t.fs, dir, d);
 	teardown(&t);
@@ -647,7 +647,7 @@ static void test_failures(void)
 	mem_fail(t.b, SB_CALL_LIST, NULL, -EIO, 1);
 	struct fs_dir *d;
 	fs_invalidate(&t.fs, "/");
-	CHECK_INT(fs_opendir(&t.fs, ROOT, &d), -EIO);
+	CHECK_INT(fs_opendir(&t.fs, ROOT, &d, &(struct fs_later){0}), -EIO);
 
 	/* a dead sandbox: everything fails but the root's getattr */
 	sb_backend_fail(t.b, "the sandbox is gone");
