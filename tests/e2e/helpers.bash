@@ -200,13 +200,21 @@ sbfs_daemon_pid() {
 _caches_lock_file() {
 	echo /tmp/.sbfs-e2e-kernel-caches.lock
 }
+# A drop holds this turnstile while it waits for the lock, and a
+# measurement passes through it before taking the lock shared: flock
+# alone lets overlapping shared holders (two suites, several jobs each)
+# keep a drop waiting past the test's timeout.
+_caches_turnstile_file() {
+	echo /tmp/.sbfs-e2e-kernel-caches.turnstile
+}
 
 # drop_kernel_caches: what memory pressure may do at any moment: the
 # kernel forgets every unused dentry and inode (all file systems). Every
 # test uses this one helper; it waits for the measurements in progress.
 drop_kernel_caches() {
 	caches_steady_end # this test's own measurement, if any, ends here
-	flock -x "$(_caches_lock_file)" sh -c 'sync; echo 2 >/proc/sys/vm/drop_caches'
+	flock -x "$(_caches_turnstile_file)" \
+		flock -x "$(_caches_lock_file)" sh -c 'sync; echo 2 >/proc/sys/vm/drop_caches'
 }
 
 # with_warm_caches CMD...: run CMD while no other test may drop the
@@ -226,9 +234,10 @@ with_warm_caches() {
 # command substitution too ($(calls read) takes it).
 caches_steady_begin() {
 	[[ -s $T/.caches-holder ]] && return 0
-	local lock
+	local lock turnstile
 	lock=$(_caches_lock_file)
-	(flock -s "$lock" sh -c 'echo $$ >"$1.new" && mv "$1.new" "$1" && exec sleep 2147483' sh "$T/.caches-holder" &) \
+	turnstile=$(_caches_turnstile_file)
+	(flock -s "$turnstile" true && flock -s "$lock" sh -c 'echo $$ >"$1.new" && mv "$1.new" "$1" && exec sleep 2147483' sh "$T/.caches-holder" &) \
 		</dev/null >/dev/null 2>&1 3>&-
 	poll 300 test -s "$T/.caches-holder" || fail "could not take the shared lock $lock within 300s" || return 1
 	SBFS_CACHES_HOLDER=$(cat "$T/.caches-holder")
