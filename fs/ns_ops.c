@@ -49,26 +49,6 @@ static void note_remote_lookup(struct fs *fs, uint64_t ino)
 	p->remote_lookups_expire = fs_expiry(2 * fs->cfg.attr_timeout);
 }
 
-/* A directory whose stat does not count its links (nlink_untold) shows
- * the count of its latest listing, kept up by the mount's own mkdir,
- * rmdir and rename. Once that listing is not fresh an sbexec may have
- * changed its subdirectories: it is listed again (a failed listing keeps
- * the count). Returns n, or NULL with *err when it went meanwhile. Table
- * lock held. */
-static struct node *count_subdirs(struct fs *fs, struct node *n,
-				  const struct timespec *now, int *err)
-{
-	if (!n->nlink_untold || !S_ISDIR(n->st.st_mode) ||
-	    node_list_fresh(&fs->t, n, now))
-		return n;
-	uint64_t ino = n->ino;
-	fs_load_listing(fs, ino);
-	n = node_by_ino(&fs->t, ino);
-	if (!n)
-		*err = -ENOENT;
-	return n;
-}
-
 int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
 	      struct fs_entry *e)
 {
@@ -105,8 +85,6 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
 		n = fs_refresh_attr(fs, p, name, n, &err);
 		note_remote_lookup(fs, parent);
 	}
-	if (err == 0 && n)
-		n = count_subdirs(fs, n, &now, &err);
 	if (err == 0 && n) {
 		n->nlookup++;
 		fs_fill_entry(fs, n, e);
@@ -151,8 +129,6 @@ int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st, double *timeout)
 		err = -ENOENT;
 	else if (!fs_attr_fresh(fs, n, &now) && !node_removed(n))
 		n = fs_refresh_attr(fs, n->parent, n->name, n, &err);
-	if (n && err == 0 && !node_removed(n))
-		n = count_subdirs(fs, n, &now, &err);
 	if (n && err == 0) {
 		fs_node_stat(n, st);
 		if (fs_attr_linked(n) && !(n->file && n->file->dirty))
