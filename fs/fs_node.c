@@ -102,8 +102,7 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 	n = nino ? node_by_ino(&fs->t, nino) : NULL;
 	/* An upload landed meanwhile: the answer may predate it, and what
 	 * the node shows (recorded by the upload) is newer. */
-	bool stale = n && n->landed != landed;
-	if (r < 0 && stale) {
+	if (n && n->landed != landed) {
 		free(link);
 		return n;
 	}
@@ -128,7 +127,7 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 			return NULL;
 		}
 	}
-	if (!stale && (!n->file || !n->file->dirty))
+	if (!n->file || !n->file->dirty)
 		fs_record_attr(fs, n, since, &st, link);
 	free(link);
 	return n;
