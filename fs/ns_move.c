@@ -342,6 +342,13 @@ static int record_rename(struct fs *fs, const struct rename_plan *pl,
 	struct node *old = np ? node_child(&fs->t, np, newname) : NULL;
 	if (old && old != n && old->file)
 		old->file->unlinked = true;
+	/* The name replaced was one of a file's several: the others lose a
+	 * link, as with an unlink (where no stat tells counts, nothing else
+	 * would lower them). */
+	bool relinked = old && old != n && !pl->same_file && !pl->old_is_dir &&
+			old->st.st_nlink > 1;
+	dev_t file_dev = relinked ? old->guest_dev : 0;
+	ino_t file_ino = relinked ? old->guest_ino : 0;
 	fs_entries_changed(fs, parent);
 	fs_entries_changed(fs, newparent);
 	if (pl->moved_dir)
@@ -356,6 +363,8 @@ static int record_rename(struct fs *fs, const struct rename_plan *pl,
 		node_detach(&fs->t, old);
 	}
 	table_unlock(fs);
+	if (relinked)
+		fs_same_file_relinked(fs, file_dev, file_ino, -1, true);
 	return err;
 }
 

@@ -377,6 +377,18 @@ static int record_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 		fs_record_attr(fs, n, fs->changes, st, target);
 		if (old && old != n)
 			fs_record_attr(fs, old, fs->changes, &copy, target);
+		/* A stat that tells no inode: the two names still share one
+		 * identity, the mount's, so an unlink or a rename over either
+		 * lowers the other's count and a rename of one onto the other
+		 * does nothing. */
+		if (copy.st_ino == 0 && old && old != n) {
+			if (!old->guest_ino) {
+				old->guest_ino = old->ino;
+				old->guest_dev = NODE_DEV_OURS;
+			}
+			n->guest_ino = old->guest_ino;
+			n->guest_dev = old->guest_dev;
+		}
 		n->seen_mark = p->list_mark;
 		n->nlookup++;
 		fs_fill_entry(fs, n, e);

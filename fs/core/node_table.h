@@ -18,6 +18,9 @@
 
 struct file_state;
 
+/* No stat reports this device: guest_dev of an identity the mount made. */
+#define NODE_DEV_OURS ((dev_t)~(dev_t)0)
+
 struct node {
 	uint64_t ino;
 	uint64_t nlookup;          /* references the kernel holds */
@@ -32,7 +35,10 @@ struct node {
 	 * generation and attr_expires is in the future. */
 	struct stat st;            /* st_ino is ours (ino) */
 	ino_t guest_ino;           /* the sandbox's inode and device, which */
-	dev_t guest_dev;           /* tell the names of a hard-linked file */
+	dev_t guest_dev;           /* tell the names of a hard-linked file;
+				    * NODE_DEV_OURS: an identity the mount gave
+				    * the names its own link made, where the
+				    * sandbox's stat tells none */
 	char *link_target;
 	uint64_t attr_gen;
 	struct timespec attr_expires;

@@ -55,6 +55,9 @@ backend_lists_natively() { return 1; }
 backend_disk_limit() { echo refused; }
 backend_disk_refusal() { echo "cannot enforce disk= (its storage driver has no size limit here: "; }
 backend_host_workspace() { :; }
+# a watcher inside the container (sbfs-guest-watch); refused with shell_ops
+backend_watches_changes() { [[ ${SBFS_TEST_OPTS:-} != *shell_ops* ]]; }
+backend_behind() { docker exec -w /workspace "$SBFS_SANDBOX" sh -c "$1"; }
 
 # docker_sandbox_kill ID: SIGKILL the container, as a crash would.
 docker_sandbox_kill() {

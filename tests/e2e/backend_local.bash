@@ -109,6 +109,7 @@ backend_disk_refusal() {
 backend_host_workspace() { echo "$T/root/$SBFS_SANDBOX"; }
 # inotify on the host workspace; refused with the shell_ops testing aid
 backend_watches_changes() { [[ $SBFS_TEST_OPTS != *shell_ops* ]]; }
+backend_behind() { (cd "$(backend_host_workspace)" && sh -c "$1"); }
 
 # _local_refresh_procs REC: add the daemon's current descendants (sbexec
 # commands started more of them) to REC/procs.

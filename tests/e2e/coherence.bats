@@ -141,41 +141,37 @@ mount_watched() {
 # poll.
 @test "-o watch: a change made in the sandbox outside sbexec shows at once" {
 	mount_watched
-	ws=$(backend_host_workspace)
-	[[ -n $ws ]] || skip "no host workspace to write behind the mount's back"
+	backend_behind true || skip "the suite cannot reach the ${SBFS_TEST_BACKEND:-} sandbox but through sbexec"
 	assert_eq "$(status_json | jq .watched)" true "sbfs status: watched"
 	mkdir "$MNT/d"
 	printf one >"$MNT/d/f"
 	sbfs sync "$MNT" # write-back: landed before the sandbox writes over it
 	ls -l "$MNT/d" >/dev/null
 	assert_eq "$(cat "$MNT/d/f")" one "content before"
-	printf new >"$ws/d/g"
-	printf two >"$ws/d/f"
-	mkdir "$ws/d/sub" && printf deep >"$ws/d/sub/x"
+	backend_behind 'printf new >d/g && printf two >d/f && mkdir d/sub && printf deep >d/sub/x'
 	poll 3 test -e "$MNT/d/g" || fail "a name made in the sandbox did not show within 3 s"
 	poll 3 grep -qx two "$MNT/d/f" || fail "content changed in the sandbox still reads '$(cat "$MNT/d/f")' after 3 s"
 	assert_eq "$(cat "$MNT/d/sub/x")" deep "a file in a directory made in the sandbox"
 	# a tree moved in whole: nothing inside it was ever reported
-	mkdir -p "$T/outside/tree/deeper" && printf in >"$T/outside/tree/deeper/f"
-	mv "$T/outside/tree" "$ws/d/tree"
+	backend_behind 'mkdir -p ../outside-$$/tree/deeper && printf in >../outside-$$/tree/deeper/f &&
+		mv ../outside-$$/tree d/tree && rmdir ../outside-$$'
 	poll 3 test -e "$MNT/d/tree/deeper/f" || fail "a tree moved in did not show within 3 s"
-	printf more >"$ws/d/tree/deeper/g"
+	backend_behind 'printf more >d/tree/deeper/g'
 	poll 3 test -e "$MNT/d/tree/deeper/g" || fail "a file made in a tree moved in did not show within 3 s"
-	rm "$ws/d/g"
+	backend_behind 'rm d/g'
 	poll 3 test ! -e "$MNT/d/g" || fail "a name removed in the sandbox still showed after 3 s"
 }
 
 @test "-o watch: a directory moved in the sandbox is watched where it went" {
 	mount_watched
-	ws=$(backend_host_workspace)
-	[[ -n $ws ]] || skip "no host workspace to write behind the mount's back"
+	backend_behind true || skip "the suite cannot reach the ${SBFS_TEST_BACKEND:-} sandbox but through sbexec"
 	mkdir -p "$MNT/a/b"
 	sb mv a moved
 	ls "$MNT/moved/b" >/dev/null
-	printf x >"$ws/moved/b/later"
+	backend_behind 'printf x >moved/b/later'
 	poll 3 test -e "$MNT/moved/b/later" || fail "a file made in the moved directory did not show within 3 s"
 	sb mv moved/b b2
-	printf y >"$ws/b2/later2"
+	backend_behind 'printf y >b2/later2'
 	poll 3 test -e "$MNT/b2/later2" || fail "a file made in the twice-moved directory did not show within 3 s"
 	assert_eq "$(ls "$MNT")" b2$'\n'moved "the root after the moves"
 }
@@ -234,23 +230,18 @@ names_in() {
 # exists, so the queue overflows for sure.
 @test "-o watch: a watch whose events overflowed forgets everything and goes on watching" {
 	backend_watches_changes || skip "the ${SBFS_TEST_BACKEND:-} backend does not report changes"
-	SBFS_TEST_WATCH_PAUSE=$T/pause mount_sbfs -n overflow -o watch
-	ws=$(backend_host_workspace)
-	[[ -n $ws ]] || skip "no host workspace to write behind the mount's back"
+	# a path where the watcher runs: the host for local, the sandbox's
+	# /tmp for a watcher inside it (backend_behind makes it in either)
+	local pause=/tmp/sbfs-e2e-watch-pause-$$-$BATS_TEST_NUMBER
+	SBFS_TEST_WATCH_PAUSE=$pause mount_sbfs -n overflow -o watch
+	backend_behind true || skip "the suite cannot reach the ${SBFS_TEST_BACKEND:-} sandbox but through sbexec"
 	mkdir "$MNT/d"
 	ls "$MNT/d" >/dev/null
 	sb true # the watch has settled: d is watched
-	touch "$T/pause"
+	backend_behind "touch $pause"
 	# three events a file (made, written, closed): past the queue
-	python3 - "$ws/d" <<'PY'
-import os, sys
-d = sys.argv[1]
-for i in range(6000):
-    with open(os.path.join(d, f"f{i}"), "w") as f:
-        f.write("x")
-os.makedirs(os.path.join(d, "made", "deeper"))
-PY
-	rm "$T/pause"
+	backend_behind 'i=0; while [ $i -lt 6000 ]; do printf x >d/f$i; i=$((i + 1)); done; mkdir -p d/made/deeper'
+	backend_behind "rm $pause"
 	# The overflow comes after the events the queue held, each of which
 	# the watch reports first (seconds under the sanitizers).
 	poll 60 grep -q "inotify queue overflowed" "$T/overflow.log" ||
@@ -259,7 +250,7 @@ PY
 		fail "after the overflow the mount lists $(ls "$MNT/d" | wc -l) of 6001 names"
 	assert_eq "$(status_json | jq .watched)" true "sbfs status: watched after an overflow"
 	ls "$MNT/d/made/deeper" >/dev/null
-	printf later >"$ws/d/made/deeper/g"
+	backend_behind 'printf later >d/made/deeper/g'
 	poll 3 test -e "$MNT/d/made/deeper/g" ||
 		fail "a directory made while events were lost is not watched"
 }

@@ -53,6 +53,10 @@ backend_exec_tty_resize() { return 0; }
 # they happen (sbfs status: "watched"): cached attributes and listings
 # stay until one is reported, and an sbexec forgets only what changed.
 backend_watches_changes() { return 1; }
+# backend_behind SCRIPT: runs `sh -c SCRIPT` in the current mount's
+# sandbox, in its workspace, not through sbexec: a change the mount is
+# not told of. Status 1 where the suite cannot reach the sandbox so.
+backend_behind() { return 1; }
 # shellcheck source=backend_local.bash
 source "$BATS_TEST_DIRNAME/backend_$SBFS_TEST_HOOKS.bash"
 

@@ -143,6 +143,15 @@ link OK" unlink b link a e
 	expect_po "unlink OK" unlink e
 	assert_eq "$(links_on_mount a)" 2 "a after unlinking b and e"
 	assert_eq "$(links_on_mount d/c)" 2 "d/c after unlinking b and e"
+	# a rename over one name: the others lose a link, as with an unlink
+	echo other >f
+	expect_po "link OK
+rename OK" link a g rename f g -
+	assert_eq "$(links_on_mount a)" 2 "a after a rename over its name g"
+	assert_eq "$(links_on_mount d/c)" 2 "d/c after a rename over g"
+	assert_eq "$(links_on_mount g)" 1 "g, the renamed file"
+	assert_eq "$(links_in_sandbox a)" 2 "a in the sandbox after the rename over g"
+	assert_eq "$(cat g)" other
 	expect_po "unlink OK" unlink d/c
 	assert_eq "$(links_on_mount a)" 1 "a after unlinking d/c"
 	assert_eq "$(links_in_sandbox a)" 1 "a in the sandbox"
@@ -195,6 +204,29 @@ unlink OK
 fnlink OK 1
 close OK" open 0 a w,trunc 0 write 0 new fnlink 0 unlink b fnlink 0 close 0
 	assert_eq "$(links_on_mount a)" 1 "a after unlinking b"
+}
+
+# Where the sandbox's stat tells no inode nor count (docker, modal, e2b),
+# the mount keeps the counts its own calls made: every name of the file
+# follows them, on every backend alike.
+@test "link: an unlink or a rename over one name lowers the other's count, and renaming one onto the other does nothing" {
+	mount_sbfs
+	cd "$MNT"
+	echo one >a
+	ln a b
+	assert_eq "$(links_on_mount a) $(links_on_mount b)" "2 2" "a and b after ln"
+	echo other >x
+	mv x b
+	assert_eq "$(links_on_mount a)" 1 "a after a rename over b"
+	assert_eq "$(cat b)" other
+	ln a c
+	expect_po "rename OK" rename a c - # two names of one file: nothing happens
+	assert_eq "$(cat a) $(cat c)" "one one" "a and c after mv a c"
+	assert_eq "$(links_on_mount c)" 2 "c after mv a c"
+	rm c
+	assert_eq "$(links_on_mount a)" 1 "a after rm c"
+	assert_eq "$(sb cat a)" one "a in the sandbox"
+	[[ $(sb cat c 2>&1) != one ]] || fail "c is still in the sandbox"
 }
 
 @test "link: rename of a name over another link of the same file does nothing" {
