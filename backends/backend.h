@@ -307,6 +307,8 @@ struct sb_counters {
 
 struct fault_plan;
 
+struct guest_watch;
+
 struct sb_backend {
 	const struct sb_backend_ops *ops;
 	void *priv;                 /* the backend's own state */
@@ -331,6 +333,9 @@ struct sb_backend {
 	/* Commands started and ended (sb_exec): while they differ, the
 	 * sandbox may be changing under the mount; see sb_exec_quiet_mark. */
 	atomic_uint_fast64_t execs_started, execs_ended;
+	/* The watcher inside the sandbox, for a backend whose watch slots
+	 * are guest_watch.h's; NULL when none runs. */
+	_Atomic(struct guest_watch *) guest_watch;
 	/* Set by the fs core in write-back mode (queued removes), NULL
 	 * otherwise; see struct sb_call_hooks. */
 	const struct sb_call_hooks *hooks;

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,11 +116,17 @@ int gw_parse_record(const char *rec, size_t len, struct gw_record *out)
 
 /* ---- the watcher's thread ---- */
 
-/* Ends the watch for good (once): the sink hears it unless we stop it. */
+/* Ends the watch for good (once): the sink hears it unless we stop it,
+ * and a watcher still running is killed (nothing it says counts now). */
 static void lose(struct guest_watch *w, const char *why)
 {
 	pthread_mutex_lock(&w->mu);
 	bool tell = !w->lost && !w->stopping && w->ready;
+	if (!w->lost && !w->ended) {
+		char x = 'k';
+		if (write(w->cancel[1], &x, 1) < 0)
+			sb_debug("watch: cancel pipe: %s", strerror(errno));
+	}
 	w->lost = true;
 	if (!w->why[0])
 		snprintf(w->why, sizeof w->why, "%s", why);
@@ -173,7 +180,12 @@ static void one_record(struct guest_watch *w, const char *rec, size_t len)
 static int on_stdout(void *arg, const char *data, size_t len)
 {
 	struct guest_watch *w = arg;
-	for (size_t i = 0; i < len; i++) {
+	pthread_mutex_lock(&w->mu);
+	bool lost = w->lost;
+	pthread_mutex_unlock(&w->mu);
+	if (lost)
+		return 0;
+	for (size_t i = 0; i < len && !w->lost; i++) {
 		if (data[i] != '\0') {
 			if (w->recn < RECORD_MAX)
 				w->rec[w->recn++] = data[i];
@@ -318,10 +330,21 @@ static bool wait_change(struct guest_watch *w, const struct timespec *deadline)
 	return pthread_cond_timedwait(&w->cv, &w->mu, deadline) != ETIMEDOUT;
 }
 
-int guest_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink,
-		      struct guest_watch **out)
+/* Ends w: no sink call runs after it returns. */
+static void stop_watch(struct guest_watch *w)
 {
-	*out = NULL;
+	pthread_mutex_lock(&w->mu);
+	w->stopping = true;
+	pthread_mutex_unlock(&w->mu);
+	char x = 'k';
+	if (write(w->cancel[1], &x, 1) < 0)
+		sb_debug("watch: cancel pipe: %s", strerror(errno));
+	pthread_join(w->thread, NULL);
+	watch_free(w);
+}
+
+int guest_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink)
+{
 	if (!b->ops->write_file || !b->ops->exec)
 		return -ENOTSUP;
 	struct guest_watch *w = calloc(1, sizeof *w);
@@ -359,15 +382,18 @@ int guest_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink,
 	if (!ready) {
 		sb_info("the sandbox is not watched (%s): cached attributes and listings expire after their timeouts",
 			why);
-		guest_watch_stop(w);
+		stop_watch(w);
 		return -ENOTSUP;
 	}
-	*out = w;
+	atomic_store(&b->guest_watch, w);
 	return 0;
 }
 
-int guest_watch_settle(struct guest_watch *w)
+int guest_watch_settle(struct sb_backend *b)
 {
+	struct guest_watch *w = atomic_load(&b->guest_watch);
+	if (!w)
+		return -ENOTCONN;
 	pthread_mutex_lock(&w->mu);
 	if (w->lost) {
 		pthread_mutex_unlock(&w->mu);
@@ -391,16 +417,9 @@ int guest_watch_settle(struct guest_watch *w)
 	return rc;
 }
 
-void guest_watch_stop(struct guest_watch *w)
+void guest_watch_stop(struct sb_backend *b)
 {
-	if (!w)
-		return;
-	pthread_mutex_lock(&w->mu);
-	w->stopping = true;
-	pthread_mutex_unlock(&w->mu);
-	char x = 'k';
-	if (write(w->cancel[1], &x, 1) < 0)
-		sb_debug("watch: cancel pipe: %s", strerror(errno));
-	pthread_join(w->thread, NULL);
-	watch_free(w);
+	struct guest_watch *w = atomic_exchange(&b->guest_watch, NULL);
+	if (w)
+		stop_watch(w);
 }

@@ -21,19 +21,18 @@
 
 #include "backend.h"
 
-struct guest_watch;
-
-/* Places and starts the watcher, and waits until the whole workspace is
- * watched. 0 with *out set, or -errno (logged, one line: why the sandbox
- * is not watched). */
-int guest_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink,
-		      struct guest_watch **out);
-/* 0 once every change made before the call is delivered to the sink;
- * -EIO once the watch is lost, -ETIMEDOUT when the watcher did not answer
- * in time (the caller then forgets what it cached). */
-int guest_watch_settle(struct guest_watch *w);
-/* Ends it: no sink call runs after it returns. NULL is a no-op. */
-void guest_watch_stop(struct guest_watch *w);
+/* The backend's three watch slots (backend.h), as they are: the watch
+ * lives in b->guest_watch.
+ * start places and starts the watcher, and waits until the whole
+ * workspace is watched: 0, or -errno (logged, one line: why the sandbox is
+ * not watched).
+ * settle: 0 once every change made before the call is delivered to the
+ * sink; -EIO once the watch is lost, -ETIMEDOUT when the watcher did not
+ * answer in time (the mount then forgets what it cached).
+ * stop ends it: no sink call runs after it returns. */
+int guest_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink);
+int guest_watch_settle(struct sb_backend *b);
+void guest_watch_stop(struct sb_backend *b);
 
 /* ---- the watcher's output, one record at a time (unit-tested) ---- */
 

@@ -17,8 +17,9 @@
  *   S TOKEN                 every change made before TOKEN was read is out
  *   X REASON                the watch ended for good
  * In (stdin): one TOKEN (digits) a line, asking for an S. EOF ends it.
- * Testing aid: while the file SBFS_TEST_WATCH_PAUSE names exists, no
- * event is read (and no S sent), so a test can overflow the queue. */
+ * Testing aid: while the file SBFS_TEST_WATCH_PAUSE names (absolute, or
+ * relative to ROOT) exists, no event is read (and no S sent), so a test
+ * can overflow the queue. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -380,7 +381,9 @@ int main(int argc, char **argv)
 	watch_tree("");
 	record(NULL, "R");
 	flush_out();
-	pause_file = getenv("SBFS_TEST_WATCH_PAUSE");
+	const char *pause = getenv("SBFS_TEST_WATCH_PAUSE");
+	if (pause && *pause)
+		pause_file = *pause == '/' ? pause : full_path(pause);
 	struct pollfd f[2] = {{.fd = 0, .events = POLLIN}, {.fd = ifd, .events = POLLIN}};
 	for (;;) {
 		if (paused()) {

@@ -9,6 +9,7 @@
  * lifetime (sandbox_timeout) is enforced here, with the keeper exiting a
  * little later as a backstop should this daemon be gone. */
 #include "docker.h"
+#include "backends/guest_watch.h"
 #include "backends/lifetime.h"
 #include "util/call_deadline.h"
 #include "util/log.h"
@@ -713,31 +714,6 @@ static int docker_confirm_alive(struct sb_backend *b)
 		       b->id, why);
 }
 
-/* ---- change notifications: a watcher inside the container ---- */
-
-static int docker_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink)
-{
-	struct docker *d = b->priv;
-	struct guest_watch *w;
-	int rc = guest_watch_start(b, sink, &w);
-	if (rc == 0)
-		atomic_store(&d->watch, w);
-	return rc;
-}
-
-static int docker_watch_settle(struct sb_backend *b)
-{
-	struct docker *d = b->priv;
-	struct guest_watch *w = atomic_load(&d->watch);
-	return w ? guest_watch_settle(w) : -ENOTCONN;
-}
-
-static void docker_watch_stop(struct sb_backend *b)
-{
-	struct docker *d = b->priv;
-	guest_watch_stop(atomic_exchange(&d->watch, NULL));
-}
-
 const struct sb_backend_ops sb_docker_ops = {
 	.name = "docker",
 	.summary = "a container on a Docker Engine API: dockerd, Podman, DOCKER_HOST (-o image=, pull, pids=)",
@@ -754,7 +730,8 @@ const struct sb_backend_ops sb_docker_ops = {
 	.sweep = docker_sweep,
 	.list_owned = docker_list_owned,
 	.confirm_alive = docker_confirm_alive,
-	.watch_start = docker_watch_start,
-	.watch_settle = docker_watch_settle,
-	.watch_stop = docker_watch_stop,
+	/* a watcher inside the container (guest_watch.h) */
+	.watch_start = guest_watch_start,
+	.watch_settle = guest_watch_settle,
+	.watch_stop = guest_watch_stop,
 };

@@ -10,7 +10,6 @@
 #define SBFS_BACKENDS_DOCKER_H
 
 #include "backends/backend.h"
-#include "backends/guest_watch.h"
 #include "transport/http.h"
 
 #include <jansson.h>
@@ -40,7 +39,6 @@ struct docker {
 	pthread_t watcher;
 	bool watcher_started;
 	int dead_pipe[2];     /* [1] closed once the container is gone: wakes execs */
-	_Atomic(struct guest_watch *) watch; /* the watcher inside, or NULL */
 	pthread_mutex_t lock;
 };
 

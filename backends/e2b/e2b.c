@@ -5,6 +5,7 @@
  * sandbox's timeout ahead of now; destroy = DELETE, where 404 is success. */
 #include "e2b.h"
 #include "backends/exec_pump.h"
+#include "backends/guest_watch.h"
 #include "backends/output_capture.h"
 #include "transport/base64.h"
 #include "util/log.h"
@@ -710,4 +711,8 @@ const struct sb_backend_ops sb_e2b_ops = {
 	.rename = e2b_rename,
 	.sweep = e2b_sweep,
 	.list_owned = e2b_list_owned,
+	/* a watcher inside the sandbox (guest_watch.h) */
+	.watch_start = guest_watch_start,
+	.watch_settle = guest_watch_settle,
+	.watch_stop = guest_watch_stop,
 };

@@ -54,8 +54,9 @@ struct local_watch {
 	/* Lock order: mu, then whatever the sink takes (the fs's table
 	 * lock). Guards reading the events, the map and lost. */
 	pthread_mutex_t mu;
-	/* Testing aid (SBFS_TEST_WATCH_PAUSE): while this file exists, the
-	 * thread reads no events, so a test can overflow the queue. */
+	/* Testing aid (SBFS_TEST_WATCH_PAUSE, absolute or relative to the
+	 * workspace): while this file exists, the thread reads no events, so
+	 * a test can overflow the queue. */
 	const char *pause_file;
 	struct watched_dir **buckets; /* nbuckets, a power of two */
 	size_t nbuckets, ndirs;
@@ -368,7 +369,9 @@ static void *watch_thread(void *arg)
 		}
 		if (p[1].revents)
 			return NULL;
-		if (w->pause_file && access(w->pause_file, F_OK) == 0) {
+		/* relative: to the workspace, as for the watcher in a sandbox */
+		if (w->pause_file &&
+		    faccessat(((struct local *)w->b->priv)->ws_fd, w->pause_file, F_OK, 0) == 0) {
 			poll(&p[1], 1, 10);
 			continue;
 		}

@@ -76,6 +76,10 @@ backend_host_workspace() {
 	[[ -n ${SBFS_SANDBOX:-} && -n ${FAKE_E2B_STATE:-} ]] || return 0
 	echo "$FAKE_E2B_STATE/sandboxes/$("$E2B_CTL" id "$SBFS_SANDBOX")/fs/workspace"
 }
+# a watcher inside the sandbox (sbfs-guest-watch); refused with shell_ops
+backend_watches_changes() { [[ ${SBFS_TEST_OPTS:-} != *shell_ops* ]]; }
+# the fake runs commands in a bwrap whose root is its directory of the host
+backend_behind() { (cd "$(backend_host_workspace)" && sh -c "$1"); }
 # The fake E2B makes 20,000 files in one command in about 20 s on an idle
 # machine and in over 300 s on CI's loaded one (security.bats scales down).
 backend_bulk_files_fast() { return 1; }

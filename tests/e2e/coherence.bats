@@ -230,9 +230,8 @@ names_in() {
 # exists, so the queue overflows for sure.
 @test "-o watch: a watch whose events overflowed forgets everything and goes on watching" {
 	backend_watches_changes || skip "the ${SBFS_TEST_BACKEND:-} backend does not report changes"
-	# a path where the watcher runs: the host for local, the sandbox's
-	# /tmp for a watcher inside it (backend_behind makes it in either)
-	local pause=/tmp/sbfs-e2e-watch-pause-$$-$BATS_TEST_NUMBER
+	# relative to the workspace, wherever the watcher runs
+	local pause=.sbfs-e2e-watch-pause
 	SBFS_TEST_WATCH_PAUSE=$pause mount_sbfs -n overflow -o watch
 	backend_behind true || skip "the suite cannot reach the ${SBFS_TEST_BACKEND:-} sandbox but through sbexec"
 	mkdir "$MNT/d"
