@@ -116,17 +116,22 @@ int gw_parse_record(const char *rec, size_t len, struct gw_record *out)
 
 /* ---- the watcher's thread ---- */
 
+/* Kills the watcher: its exec ends. */
+static void kill_watcher(struct guest_watch *w)
+{
+	char x = 'k';
+	if (write(w->cancel[1], &x, 1) < 0)
+		sb_debug("watch: cancel pipe: %s", strerror(errno));
+}
+
 /* Ends the watch for good (once): the sink hears it unless we stop it,
  * and a watcher still running is killed (nothing it says counts now). */
 static void lose(struct guest_watch *w, const char *why)
 {
 	pthread_mutex_lock(&w->mu);
 	bool tell = !w->lost && !w->stopping && w->ready;
-	if (!w->lost && !w->ended) {
-		char x = 'k';
-		if (write(w->cancel[1], &x, 1) < 0)
-			sb_debug("watch: cancel pipe: %s", strerror(errno));
-	}
+	if (!w->lost && !w->ended)
+		kill_watcher(w);
 	w->lost = true;
 	if (!w->why[0])
 		snprintf(w->why, sizeof w->why, "%s", why);
@@ -317,13 +322,6 @@ static void watch_free(struct guest_watch *w)
 	free(w);
 }
 
-static struct timespec after_ms(long ms)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return timespec_after_ms(now, ms);
-}
-
 /* Waits (mu held) for the next change, until the deadline; false then. */
 static bool wait_change(struct guest_watch *w, const struct timespec *deadline)
 {
@@ -336,9 +334,7 @@ static void stop_watch(struct guest_watch *w)
 	pthread_mutex_lock(&w->mu);
 	w->stopping = true;
 	pthread_mutex_unlock(&w->mu);
-	char x = 'k';
-	if (write(w->cancel[1], &x, 1) < 0)
-		sb_debug("watch: cancel pipe: %s", strerror(errno));
+	kill_watcher(w);
 	pthread_join(w->thread, NULL);
 	watch_free(w);
 }
@@ -354,11 +350,7 @@ int guest_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink)
 	w->sink = *sink;
 	w->in[0] = w->in[1] = w->cancel[0] = w->cancel[1] = -1;
 	pthread_mutex_init(&w->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_monotonic(&w->cv);
 	w->rec = malloc(RECORD_MAX + 1);
 	if (!w->rec || pipe2(w->in, O_CLOEXEC) < 0 || pipe2(w->cancel, O_CLOEXEC) < 0) {
 		watch_free(w);
@@ -371,7 +363,7 @@ int guest_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink)
 		watch_free(w);
 		return rc;
 	}
-	struct timespec deadline = after_ms(READY_TIMEOUT_MS);
+	struct timespec deadline = monotonic_after_ms(READY_TIMEOUT_MS);
 	pthread_mutex_lock(&w->mu);
 	while (!w->ready && !w->ended && !w->lost && wait_change(w, &deadline))
 		;
@@ -405,7 +397,7 @@ int guest_watch_settle(struct sb_backend *b)
 	/* A pipe's small writes are whole; the watcher reads them as they
 	 * come. Written under mu so tokens go in order. */
 	bool sent = write(w->in[1], line, (size_t)n) == n;
-	struct timespec deadline = after_ms(SETTLE_TIMEOUT_MS);
+	struct timespec deadline = monotonic_after_ms(SETTLE_TIMEOUT_MS);
 	while (sent && w->answered < token && !w->lost && wait_change(w, &deadline))
 		;
 	bool done = w->answered >= token;

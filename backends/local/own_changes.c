@@ -80,11 +80,7 @@ struct own_changes *own_changes_new(void)
 	struct own_changes *oc = calloc(1, sizeof *oc);
 	if (!oc)
 		return NULL;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&oc->ended, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_monotonic(&oc->ended);
 	pthread_mutex_init(&oc->mu, NULL);
 	return oc;
 }

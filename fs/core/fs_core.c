@@ -17,15 +17,6 @@ struct timespec fs_now(void)
 	return ts;
 }
 
-void fs_cond_init_monotonic(pthread_cond_t *c)
-{
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &ca);
-	pthread_condattr_destroy(&ca);
-}
-
 struct timespec fs_cache_expiry(const struct fs *fs, double ttl, uint64_t since)
 {
 	if (atomic_load(&fs->watched) && !fs->cfg.timeouts_set && fs->changes == since)

@@ -31,8 +31,8 @@ static inline void file_unlock(struct file_state *f)
 }
 
 struct timespec fs_now(void);
-/* A condition whose timed waits take deadlines from fs_now's clock. */
-void fs_cond_init_monotonic(pthread_cond_t *c);
+/* fs_now's clock is CLOCK_MONOTONIC: its deadlines suit the conditions
+ * made by cond_init_monotonic (util/timespec.h). */
 struct timespec fs_expiry(double seconds);
 /* How long a watched mount keeps what no reported change touched: for
  * good, in effect (a year). */

@@ -378,7 +378,7 @@ struct wb_removes *wbr_start(struct fs *fs)
 	rmq_init(&r->q);
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_mutex_init(&r->drain_lock, NULL);
-	fs_cond_init_monotonic(&r->work);
+	cond_init_monotonic(&r->work);
 	if (pthread_create(&r->th, NULL, drainer, r) != 0) {
 		wbr_stop(r);
 		return NULL;

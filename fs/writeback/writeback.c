@@ -468,7 +468,7 @@ int wb_start(struct fs *fs, const char *name, char *err, size_t errlen)
 		return -1;
 	}
 	pthread_mutex_init(&w->lock, NULL);
-	fs_cond_init_monotonic(&w->work);
+	cond_init_monotonic(&w->work);
 	pthread_cond_init(&w->idle, NULL);
 	pthread_rwlock_init(&w->paths, NULL);
 	fs->wb = w;

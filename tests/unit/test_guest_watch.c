@@ -190,22 +190,24 @@ static void test_watcher(const char *built)
 	sh("printf hello >a/b/f");
 	CHECK(expect(&w, GW_CHANGED, "a/b/f", &r));
 	CHECK(S_ISREG(r.st.st_mode));
-	/* made before the question: out before its answer */
-	sh("printf 12345 >a/b/g && rm a/b/f && mkdir -p n/deep");
-	const char *want1[] = {"a/b/g", "a/b/f", "n", NULL};
-	CHECK(settled_after(&w, 1, want1));
-	/* a directory made after the start is watched, deep ones too */
-	sh("printf x >n/deep/x");
-	const char *want2[] = {"n/deep/x", NULL};
-	CHECK(settled_after(&w, 2, want2));
-	/* moved: its events name where it went */
-	sh("mv a moved && printf y >moved/b/y");
-	const char *want3[] = {"a", "moved", "moved/b/y", NULL};
-	CHECK(settled_after(&w, 3, want3));
-	/* a hostile name comes back byte for byte */
-	sh("printf z >\"$(printf 'sp ace\\nnl -x')\"");
-	const char *want4[] = {"sp ace\nnl -x", NULL};
-	CHECK(settled_after(&w, 4, want4));
+	/* Each script's changes, made before the question, are all out
+	 * before its answer. */
+	static const struct {
+		const char *script;
+		const char *want[4];
+	} steps[] = {
+		{"printf 12345 >a/b/g && rm a/b/f && mkdir -p n/deep", {"a/b/g", "a/b/f", "n"}},
+		/* a directory made after the start is watched, deep ones too */
+		{"printf x >n/deep/x", {"n/deep/x"}},
+		/* moved: its events name where it went */
+		{"mv a moved && printf y >moved/b/y", {"a", "moved", "moved/b/y"}},
+		/* a hostile name comes back byte for byte */
+		{"printf z >\"$(printf 'sp ace\\nnl -x')\"", {"sp ace\nnl -x"}},
+	};
+	for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+		sh(steps[i].script);
+		CHECK(settled_after(&w, i + 1, steps[i].want));
+	}
 	/* gone: G; the size of a change as lstat tells it now */
 	sh("rm moved/b/y && printf abc >moved/b/g2");
 	CHECK(expect(&w, GW_GONE, "moved/b/y", &r));
