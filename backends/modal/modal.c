@@ -4,6 +4,7 @@
  * task-router access; every exec and file operation then goes through the
  * router. destroy = SandboxTerminate without waiting. */
 #include "modal.h"
+#include "backends/guest_watch.h"
 #include "util/log.h"
 
 #include <ctype.h>
@@ -842,4 +843,8 @@ const struct sb_backend_ops sb_modal_ops = {
 	.list_dir = modal_list_dir,
 	.sweep = modal_sweep,
 	.list_owned = modal_list_owned,
+	/* a watcher inside the sandbox (guest_watch.h) */
+	.watch_start = guest_watch_start,
+	.watch_settle = guest_watch_settle,
+	.watch_stop = guest_watch_stop,
 };

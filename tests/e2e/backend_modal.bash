@@ -60,6 +60,13 @@ backend_lists_natively() { return 1; }
 backend_disk_limit() { echo vendor; }
 backend_disk_refusal() { :; }
 backend_host_workspace() { :; }
+# a watcher inside the sandbox (sbfs-guest-watch); refused with shell_ops
+backend_watches_changes() { [[ ${SBFS_TEST_OPTS:-} != *shell_ops* ]]; }
+# the fake runs a sandbox in a bwrap over directories of the host
+backend_behind() {
+	[[ -n ${SBFS_FAKE_MODAL_STATE:-} ]] || return 1
+	(cd "$SBFS_FAKE_MODAL_STATE/sandboxes/$("$MODAL_CTL" id "$SBFS_SANDBOX")/workspace" && sh -c "$1")
+}
 
 # modal_sandbox_kill ID: terminate the sandbox, as its lifetime ending or
 # the Modal dashboard would.

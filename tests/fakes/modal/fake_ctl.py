@@ -7,6 +7,7 @@ SSL_CERT_FILE naming it),
                                   dashboard would)
   fake_ctl.py running NAME|ID     exit 0 while the sandbox runs, 1 if not
   fake_ctl.py list                print the running sandboxes tagged sbfs=1
+  fake_ctl.py id NAME|ID          print the sandbox's id
 NAME is looked up in app $SBFS_MODAL_APP (default sbfs)."""
 import os
 import sys
@@ -56,6 +57,8 @@ def main():
         elif cmd == "running":
             r = api("SandboxWait", pb.f_str(1, resolve(sys.argv[2])) + pb.f_float(2, 0.0))
             sys.exit(1 if r.has(1) else 0)
+        elif cmd == "id":
+            print(resolve(sys.argv[2]))
         elif cmd == "list":
             r = api("SandboxList", pb.f_bytes(5, pb.f_str(1, "sbfs") + pb.f_str(2, "1")))
             for s in r.msgs(1):
