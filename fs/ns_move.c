@@ -125,14 +125,36 @@ static int remove_in_sandbox(struct fs *fs, const struct remove_plan *pl,
 	return err;
 }
 
+/* A name of a file with other names goes (an unlink, a rename over it):
+ * which file, taken under the table lock before its node goes, so the
+ * other names lose a link after it (fs_same_file_relinked). */
+struct linked_name {
+	bool linked;
+	dev_t dev;
+	ino_t ino;
+};
+
+static struct linked_name linked_name_of(const struct node *n)
+{
+	bool linked = n && !S_ISDIR(n->st.st_mode) && n->st.st_nlink > 1;
+	return (struct linked_name){.linked = linked,
+				    .dev = linked ? n->guest_dev : 0,
+				    .ino = linked ? n->guest_ino : 0};
+}
+
+/* Table lock NOT held. */
+static void linked_name_gone(struct fs *fs, struct linked_name g)
+{
+	if (g.linked)
+		fs_same_file_relinked(fs, g.dev, g.ino, -1, true);
+}
+
 /* The name is gone (err 0) or was already (-ENOENT): the node goes, and
  * other names of a hard-linked file lose a link. */
 static void record_remove(struct fs *fs, uint64_t parent, const char *name,
 			  bool is_dir, uint64_t ino, int err)
 {
-	bool linked = false;
-	dev_t file_dev = 0;
-	ino_t file_ino = 0;
+	struct linked_name gone = {0};
 	table_lock(fs);
 	struct node *p = node_by_ino(&fs->t, parent);
 	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
@@ -141,14 +163,12 @@ static void record_remove(struct fs *fs, uint64_t parent, const char *name,
 	if (p && err == 0 && is_dir)
 		node_subdirs_changed(p, -1);
 	if (n && (!ino || n->ino == ino)) {
-		linked = !is_dir && n->st.st_nlink > 1;
-		file_dev = n->guest_dev;
-		file_ino = n->guest_ino;
+		if (!is_dir)
+			gone = linked_name_of(n);
 		node_detach(&fs->t, n);
 	}
 	table_unlock(fs);
-	if (linked)
-		fs_same_file_relinked(fs, file_dev, file_ino, -1, true);
+	linked_name_gone(fs, gone);
 }
 
 static int remove_child(struct fs *fs, uint64_t parent, const char *name,
@@ -345,10 +365,9 @@ static int record_rename(struct fs *fs, const struct rename_plan *pl,
 	/* The name replaced was one of a file's several: the others lose a
 	 * link, as with an unlink (where no stat tells counts, nothing else
 	 * would lower them). */
-	bool relinked = old && old != n && !pl->same_file && !pl->old_is_dir &&
-			old->st.st_nlink > 1;
-	dev_t file_dev = relinked ? old->guest_dev : 0;
-	ino_t file_ino = relinked ? old->guest_ino : 0;
+	struct linked_name gone = old && old != n && !pl->same_file && !pl->old_is_dir
+					  ? linked_name_of(old)
+					  : (struct linked_name){0};
 	fs_entries_changed(fs, parent);
 	fs_entries_changed(fs, newparent);
 	if (pl->moved_dir)
@@ -363,8 +382,7 @@ static int record_rename(struct fs *fs, const struct rename_plan *pl,
 		node_detach(&fs->t, old);
 	}
 	table_unlock(fs);
-	if (relinked)
-		fs_same_file_relinked(fs, file_dev, file_ino, -1, true);
+	linked_name_gone(fs, gone);
 	return err;
 }
 
