@@ -203,22 +203,6 @@ static void map_drop(int wd)
 	ndirs--;
 }
 
-/* Forgets the watches of rel and every directory below it (moved away:
- * their events would name paths that are no longer theirs). */
-static void unwatch_below(const char *rel)
-{
-	size_t l = strlen(rel);
-	for (size_t i = 0; i < nbuckets; i++)
-		for (struct dir *d = buckets[i], *next; d; d = next) {
-			next = d->next;
-			if (strncmp(d->path, rel, l) == 0 &&
-			    (d->path[l] == '\0' || d->path[l] == '/')) {
-				inotify_rm_watch(ifd, d->wd);
-				map_drop(d->wd);
-			}
-		}
-}
-
 /* Watches rel and every directory below it. */
 static void watch_tree(const char *rel)
 {
@@ -282,7 +266,7 @@ static void report(const char *rel)
 	       (unsigned long long)st.st_dev);
 }
 
-/* What the current burst of events reported last. */
+/* What the events of the current read reported last. */
 static char *last;
 
 static void one_event(const struct inotify_event *ev)
@@ -304,13 +288,15 @@ static void one_event(const struct inotify_event *ev)
 	char *rel = ev->len ? join((*d)->path, ev->name) : strdup((*d)->path);
 	if (!rel)
 		fatal("out of memory");
-	if (ev->mask & IN_ISDIR) {
-		if (ev->mask & IN_MOVED_FROM)
-			unwatch_below(rel);
-		if (ev->mask & (IN_CREATE | IN_MOVED_TO))
-			watch_tree(rel); /* before the report: see the top */
-	}
-	/* a write is several events (modify, close): one report a burst */
+	/* A directory moved keeps its watches (and their descriptors): the
+	 * events queued in it after the move but before this one is read
+	 * come on them. Moved within ROOT, watch_tree gives them their new
+	 * paths here; moved out, they keep the old ones, which makes their
+	 * reports name paths that are gone or another's: a question more for
+	 * the mount, never a change missed. */
+	if ((ev->mask & IN_ISDIR) && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
+		watch_tree(rel); /* before the report: see the top */
+	/* a write is several events (modify, close): one report a read */
 	if (!last || strcmp(last, rel) != 0)
 		report(rel);
 	free(last);
@@ -320,8 +306,6 @@ static void one_event(const struct inotify_event *ev)
 /* Reads every event queued now. */
 static void drain_events(void)
 {
-	free(last);
-	last = NULL;
 	char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
 	for (;;) {
 		ssize_t n = read(ifd, buf, sizeof buf);
@@ -331,6 +315,11 @@ static void drain_events(void)
 			return;
 		if (n <= 0)
 			fatal("reading inotify: %s", n < 0 ? strerror(errno) : "end of file");
+		/* One read's events were all queued before it returned, so a
+		 * report made after it shows what the last of them did: one
+		 * report a path and read. Across reads it would not. */
+		free(last);
+		last = NULL;
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 			one_event(ev);
