@@ -5,6 +5,7 @@
 #include "util/log.h"
 #include "util/timespec.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -46,11 +47,21 @@ struct guest_watch {
 
 /* ---- records ---- */
 
+/* strtoull, but digits only: it would take blanks and a sign. */
+static unsigned long long digits_ull(const char *p, char **end, int base)
+{
+	if (!isdigit((unsigned char)*p)) {
+		*end = (char *)p;
+		return 0;
+	}
+	return strtoull(p, end, base);
+}
+
 static bool take_ull(const char **p, unsigned long long *v, int base)
 {
 	char *end;
 	errno = 0;
-	*v = strtoull(*p, &end, base);
+	*v = digits_ull(*p, &end, base);
 	if (end == *p || *end != ' ' || errno)
 		return false;
 	*p = end + 1;
@@ -81,7 +92,7 @@ int gw_parse_record(const char *rec, size_t len, struct gw_record *out)
 			return -EPROTO;
 		char *end;
 		errno = 0;
-		out->token = strtoull(p, &end, 10);
+		out->token = digits_ull(p, &end, 10);
 		out->kind = GW_SETTLED;
 		return end != rec + len || errno ? -EPROTO : 0;
 	}
@@ -239,10 +250,13 @@ static void *watcher_thread(void *arg)
 	if (rc < 0)
 		snprintf(why, sizeof why, "the watcher could not run: %s",
 			 w->b->error[0] ? w->b->error : strerror(-rc));
-	else if (res.exit_code == 126 || res.exit_code == 127)
+	else if (res.exit_code == 126 || res.exit_code == 127) {
 		snprintf(why, sizeof why, "the sandbox cannot run the watcher (exit %d: another architecture, or a file system mounted noexec)",
 			 res.exit_code);
-	else
+		/* it never ran, so its file is still there (a running watcher
+		 * removes its own); a kept sandbox would keep it */
+		w->b->ops->remove(w->b, w->guest_path, false);
+	} else
 		snprintf(why, sizeof why, "the watcher ended (%s %d)",
 			 res.term_signal ? "signal" : "exit",
 			 res.term_signal ? res.term_signal : res.exit_code);

@@ -160,7 +160,10 @@ static void test_parse(void)
 	CHECK(r.kind == GW_FATAL && !strcmp(r.text, "why"));
 	const char *bad[] = {"", "Q", "R extra", "S", "S 1x", "S -", "G", "E 100644 5",
 			     "E 100644 5 1 2000000000 1 0 2 1 0 0 64 f", /* ns too big */
-			     "E 9z 5 1 0 1 0 2 1 0 0 64 f", "Ox", NULL};
+			     "E 9z 5 1 0 1 0 2 1 0 0 64 f", "Ox",
+			     /* strtoull would take a sign or blanks */
+			     "S -1", "S  1", "S +1", "E 100644 -5 1 0 1 0 2 1 0 0 64 f",
+			     "E 100644  5 1 0 1 0 2 1 0 0 64 f", NULL};
 	for (int i = 0; bad[i]; i++) {
 		int rc = gw_parse_record(bad[i], strlen(bad[i]), &r);
 		if (rc != -EPROTO)
