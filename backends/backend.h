@@ -423,13 +423,17 @@ int sb_read(struct sb_backend *b, const char *path, off_t off, size_t len,
  * reports the identity of what it opened before any byte of it: ident is
  * an opaque line (size, inode, mtime, ctime) that differs between versions
  * of a file, size is the file's size. Then data comes in order, as file
- * offsets within the requested range. A callback returning negative aborts
- * the read with that value. The read fails with -EAGAIN when the file
- * changed while it was being read (what came is then not one version). */
+ * offsets within the requested range. Along the way checked (if set) says
+ * the guest found the file's identity unchanged after the data up to end:
+ * what came before end is of the version ident names, even if the read
+ * fails later. A callback returning negative aborts the read with that
+ * value. The read fails with -EAGAIN when the file changed while it was
+ * being read (what came after the last check is then not one version). */
 #define SB_IDENT_MAX 128
 struct sb_read_sink {
 	int (*ident)(void *arg, const char *ident, off_t size);
 	int (*data)(void *arg, off_t off, const char *d, size_t n);
+	int (*checked)(void *arg, off_t end);
 	void *arg;
 };
 int sb_read_stream(struct sb_backend *b, const char *path, off_t off,

@@ -14,13 +14,27 @@
 #define LIST_OUT_MAX SB_LIMIT_LIST_BYTES
 #define LIST_RETRIES 3
 
+/* A read window comes in segments of this many blocks: the guest checks
+ * the file's identity again after each, and the reader may take each one
+ * as soon as it is checked, not when the whole window has come. */
+#define READ_SEGMENT_BLOCKS 64
+
 /* A read window's output: the identity line of the file the guest opened,
- * then the bytes of the aligned window dd was bounded to. */
+ * then per segment of the aligned window that lies before the file's end
+ * (as that line gives its size) the segment's bytes and the identity line
+ * again, which the guest prints only if the file still has it. */
 struct read_win {
 	const struct sb_read_sink *sink;
+	enum { WIN_IDENT, WIN_DATA, WIN_CHECK, WIN_DONE } state;
 	char ident[SB_IDENT_MAX];
 	size_t ident_len;
-	bool have_ident;
+	char check[SB_IDENT_MAX];
+	size_t check_len;
+	uint64_t size;   /* the file's, as its identity line gives it */
+	uint64_t block;  /* the segment's first block */
+	uint64_t block_end; /* the window's end, in blocks */
+	uint64_t seg_end;   /* the segment's end, in blocks */
+	size_t seg_left; /* bytes of the segment not yet received */
 	off_t off;     /* file offset of the request */
 	size_t skip;   /* bytes of the aligned window before the request */
 	size_t len;    /* bytes wanted */
@@ -28,6 +42,21 @@ struct read_win {
 	size_t window; /* the most dd can send */
 	size_t got;
 };
+
+/* The next segment, as the script's loop picks it, or WIN_DONE. */
+static void next_segment(struct read_win *w)
+{
+	if (w->block >= w->block_end || w->block * READ_BLOCK >= w->size) {
+		w->state = WIN_DONE;
+		return;
+	}
+	w->seg_end = w->block + READ_SEGMENT_BLOCKS < w->block_end
+			     ? w->block + READ_SEGMENT_BLOCKS : w->block_end;
+	uint64_t stop = w->seg_end * READ_BLOCK < w->size ? w->seg_end * READ_BLOCK
+							  : w->size;
+	w->seg_left = (size_t)(stop - w->block * READ_BLOCK);
+	w->state = WIN_DATA;
+}
 
 /* "SIZE rest...": the size is the first field, the rest is compared as is. */
 static int take_ident(struct read_win *w)
@@ -41,30 +70,49 @@ static int take_ident(struct read_win *w)
 		if ((unsigned char)*c < ' ')
 			return -EPROTO;
 	w->ident[w->ident_len] = '\0';
-	w->have_ident = true;
+	w->size = size;
+	next_segment(w);
 	return w->sink->ident(w->sink->arg, w->ident, (off_t)size);
+}
+
+/* A segment's check line: the identity it ends with must be the one it
+ * began with; then its bytes are of one version. Anything else is bytes
+ * dd sent past the size the first line gave: the file grew while it was
+ * read (the guest then exits 107 without a check line). */
+static int take_check(struct read_win *w)
+{
+	if (w->check_len != w->ident_len ||
+	    memcmp(w->check, w->ident, w->ident_len) != 0)
+		return -EAGAIN;
+	w->check_len = 0;
+	w->block = w->seg_end;
+	next_segment(w);
+	if (!w->sink->checked)
+		return 0;
+	/* the requested bytes received so far */
+	size_t upto = w->seen > w->skip ? w->seen - w->skip : 0;
+	return w->sink->checked(w->sink->arg, w->off + (off_t)(upto < w->len ? upto : w->len));
+}
+
+/* Accumulates a line into buf; 1 when it is whole (the newline taken). */
+static int take_line(char *buf, size_t *len, const char **d, size_t *n)
+{
+	while (*n > 0) {
+		char c = **d;
+		(*d)++, (*n)--;
+		if (c == '\n')
+			return 1;
+		if (*len + 1 >= SB_IDENT_MAX)
+			return -EPROTO;
+		buf[(*len)++] = c;
+	}
+	return 0;
 }
 
 /* Hands on only the requested slice of the aligned window, and refuses
  * anything past the window dd was bounded to. */
-static int read_cb(void *arg, const char *d, size_t n)
+static int take_data(struct read_win *w, const char *d, size_t n)
 {
-	struct read_win *w = arg;
-	while (!w->have_ident && n > 0) {
-		if (*d == '\n') {
-			int r = take_ident(w);
-			d++, n--;
-			if (r < 0)
-				return r;
-			break;
-		}
-		if (w->ident_len + 1 >= sizeof w->ident)
-			return -EPROTO;
-		w->ident[w->ident_len++] = *d++;
-		n--;
-	}
-	if (n == 0)
-		return 0;
 	if (w->seen + n > w->window)
 		return -EFBIG;
 	size_t start = w->seen, stop = w->seen + n;
@@ -81,6 +129,43 @@ static int read_cb(void *arg, const char *d, size_t n)
 	return 0;
 }
 
+static int read_cb(void *arg, const char *d, size_t n)
+{
+	struct read_win *w = arg;
+	while (n > 0) {
+		int r = 0;
+		switch (w->state) {
+		case WIN_IDENT:
+			r = take_line(w->ident, &w->ident_len, &d, &n);
+			if (r > 0)
+				r = take_ident(w);
+			break;
+		case WIN_DATA: {
+			size_t k = n < w->seg_left ? n : w->seg_left;
+			r = take_data(w, d, k);
+			d += k, n -= k;
+			w->seg_left -= k;
+			if (w->seg_left == 0)
+				w->state = WIN_CHECK;
+			break;
+		}
+		case WIN_CHECK:
+			r = take_line(w->check, &w->check_len, &d, &n);
+			if (r < 0)
+				r = -EAGAIN; /* as in take_check */
+			if (r > 0)
+				r = take_check(w);
+			break;
+		case WIN_DONE:
+			r = -EFBIG; /* more than the window */
+			break;
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int shell_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 	       const struct sb_read_sink *sink, size_t *got)
 {
@@ -93,20 +178,26 @@ int shell_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 	 * rounded out to whole blocks and sliced here. */
 	uint64_t first = (uint64_t)off / READ_BLOCK;
 	uint64_t last = ((uint64_t)off + len + READ_BLOCK - 1) / READ_BLOCK;
-	char skip[24], count[24];
+	char skip[24], count[24], seg[24];
 	snprintf(skip, sizeof(skip), "%" PRIu64, first);
 	snprintf(count, sizeof(count), "%" PRIu64, last - first);
+	snprintf(seg, sizeof(seg), "%d", READ_SEGMENT_BLOCKS);
 	struct read_win w = {
 		.sink = sink,
 		.off = off,
+		.block = first,
+		.block_end = last,
 		.skip = (size_t)((uint64_t)off - first * READ_BLOCK),
 		.len = len,
 		.window = (size_t)((last - first) * READ_BLOCK),
 	};
 	/* The file is opened once (fd 3) and its identity taken from the open
-	 * file, before and after dd: equal lines mean the bytes are of one
-	 * version of it (a rename over it, a rewrite or a resize in between
-	 * changes the inode, size or a timestamp). */
+	 * file, before dd and after each segment: equal lines mean the bytes
+	 * are of one version of it (a rename over it, a rewrite or a resize
+	 * in between changes the inode, size or a timestamp). dd skips from
+	 * where the one before stopped: the first to the window, the others
+	 * none. The loop stops at the size the first line gives, as
+	 * next_segment() does. */
 	static const char script[] = PRELUDE
 		"need dd stat\n"
 		"ex \"$1\" || miss \"$1\"\n"
@@ -118,12 +209,18 @@ int shell_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 		"id(){ stat -L -c '%s %i %y %z' /proc/self/fd/3; }\n"
 		"a=$(id) || exit 106\n"
 		"printf '%s\\n' \"$a\"\n"
-		"dd bs=65536 skip=\"$2\" count=\"$3\" <&3 2>/dev/null || exit 106\n"
-		"[ \"$a\" = \"$(id)\" ] || exit 107\n";
-	const char *args[] = {path, skip, count, NULL};
+		"s=$2 e=$(($2 + $3)) k=$2 z=${a%% *}\n"
+		"while [ \"$s\" -lt \"$e\" ] && [ $((s * 65536)) -lt \"$z\" ]; do\n"
+		"n=$4; [ $((s + n)) -gt \"$e\" ] && n=$((e - s))\n"
+		"dd bs=65536 skip=\"$k\" count=\"$n\" <&3 2>/dev/null || exit 106\n"
+		"[ \"$a\" = \"$(id)\" ] || exit 107\n"
+		"printf '%s\\n' \"$a\"\n"
+		"s=$((s + n)) k=0\n"
+		"done\n";
+	const char *args[] = {path, skip, count, seg, NULL};
 	int rc = shell_run(b, "read", script, args, -1, read_cb, &w);
-	if (rc == 0 && !w.have_ident)
-		rc = -EPROTO;
+	if (rc == 0 && w.state != WIN_DONE)
+		rc = -EPROTO; /* it ended before the window did */
 	*got = rc == 0 ? w.got : 0;
 	return rc;
 }

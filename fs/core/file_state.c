@@ -120,6 +120,12 @@ struct fetch {
 	off_t ident_size;
 	size_t got;
 	int result;
+	/* Under f->lock: whether it ended, and fetch_end's outcome then;
+	 * refs: its thread, and the reader waiting on it if it is one's own
+	 * (the last one frees it). */
+	bool ended;
+	int outcome;
+	int refs;
 };
 
 static int fetch_ident(void *arg, const char *ident, off_t size)
@@ -143,6 +149,42 @@ static int fetch_data(void *arg, off_t off, const char *d, size_t n)
 	return pwrite_all(fe->f->fd, d, n, off);
 }
 
+/* f->lock held. Whether what fe brought is of the spool's version (if
+ * not, fetch_end adopts fe's). */
+static bool of_spools_version(const struct file_state *f,
+			      const struct fetch *fe)
+{
+	return f->ident[0] ? strcmp(f->ident, fe->ident) == 0
+			   : f->dirty || fe->ident_size == f->size;
+}
+
+/* The bytes before end are of fe's version: present at once, for the
+ * readers waiting on them, if that is the spool's (a window need not have
+ * come whole before its first part is read). */
+static int fetch_checked(void *arg, off_t end)
+{
+	struct fetch *fe = arg;
+	struct file_state *f = fe->f;
+	int r = 0;
+	pthread_mutex_lock(&f->lock);
+	if (atomic_load(&f->content_gen) != fe->gen) {
+		r = -ECANCELED;
+	} else if (of_spools_version(f, fe)) {
+		if (!f->ident[0])
+			memcpy(f->ident, fe->ident, sizeof f->ident);
+		/* a retry of this read (dispatch.c) must bring this version
+		 * or nothing: its bytes would land on these */
+		memcpy(fe->expect, fe->ident, sizeof fe->expect);
+		if (end > f->size)
+			end = f->size;
+		if (end > fe->r.start &&
+		    (r = range_set_add(&f->present, fe->r.start, end)) == 0)
+			pthread_cond_broadcast(&f->fetched);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
 /* f->lock held. Registers r as in flight; NULL when out of memory. */
 static struct fetch *fetch_begin(struct file_state *f, struct sb_backend *b,
 				 const char *path, struct range r)
@@ -156,6 +198,7 @@ static struct fetch *fetch_begin(struct file_state *f, struct sb_backend *b,
 	fe->b = b;
 	fe->r = r;
 	fe->gen = atomic_load(&f->content_gen);
+	fe->refs = 1;
 	clock_gettime(CLOCK_MONOTONIC, &fe->started);
 	memcpy(fe->expect, f->ident, sizeof fe->expect);
 	f->inflight[f->n_inflight++] = r;
@@ -172,7 +215,8 @@ static void fetch_free(struct fetch *fe)
 static void fetch_run(struct fetch *fe)
 {
 	struct sb_read_sink sink = {
-		.ident = fetch_ident, .data = fetch_data, .arg = fe};
+		.ident = fetch_ident, .data = fetch_data, .checked = fetch_checked,
+		.arg = fe};
 	fe->result = sb_read_stream(fe->b, fe->path, fe->r.start,
 				    (size_t)(fe->r.end - fe->r.start), &sink,
 				    &fe->got);
@@ -248,8 +292,7 @@ static int fetch_end(struct file_state *f, struct fetch *fe)
 	}
 	if (r < 0)
 		return r;
-	bool changed = f->ident[0] ? strcmp(f->ident, fe->ident) != 0
-				   : !f->dirty && fe->ident_size != f->size;
+	bool changed = !of_spools_version(f, fe);
 	if (changed) {
 		if ((r = adopt_version(f, fe)) < 0)
 			return r;
@@ -277,10 +320,26 @@ static void *fetch_thread(void *arg)
 	struct file_state *f = fe->f;
 	fetch_run(fe);
 	pthread_mutex_lock(&f->lock);
-	(void)fetch_end(f, fe); /* a reader needing the range fetches it */
+	fe->outcome = fetch_end(f, fe);
+	fe->ended = true;
+	bool last = --fe->refs == 0;
 	pthread_mutex_unlock(&f->lock);
-	fetch_free(fe);
+	if (last)
+		fetch_free(fe);
 	return NULL;
+}
+
+/* Runs fe on a thread of its own; false when none could start. */
+static bool fetch_spawn(struct fetch *fe)
+{
+	pthread_attr_t attr;
+	pthread_t th;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	bool ok = pthread_create(&th, &attr, fetch_thread, fe) == 0;
+	pthread_attr_destroy(&attr);
+	return ok;
 }
 
 /* f->lock held. Read-ahead: its failures are left to the reader that
@@ -289,33 +348,41 @@ static void fetch_async(struct file_state *f, struct sb_backend *b,
 			const char *path, struct range r)
 {
 	struct fetch *fe = fetch_begin(f, b, path, r);
-	if (!fe)
-		return;
-	pthread_attr_t attr;
-	pthread_t th;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	if (pthread_create(&th, &attr, fetch_thread, fe) != 0) {
+	if (fe && !fetch_spawn(fe)) {
 		fe->result = -EAGAIN;
 		(void)fetch_end(f, fe);
 		fetch_free(fe);
 	}
-	pthread_attr_destroy(&attr);
 }
 
-/* f->lock held; dropped during the call. */
-static int fetch_sync(struct file_state *f, struct sb_backend *b,
-		      const char *path, struct range r)
+/* f->lock held; dropped while waiting. Fetches r for a reader that needs
+ * [off, end) of it: returns 0 once that part is present, the rest still
+ * coming (its segments are checked one by one), or fetch_end's outcome if
+ * the fetch ended without bringing it. */
+static int fetch_for_reader(struct file_state *f, struct sb_backend *b,
+			    const char *path, struct range r, off_t off,
+			    off_t end)
 {
 	struct fetch *fe = fetch_begin(f, b, path, r);
 	if (!fe)
 		return -ENOMEM;
-	pthread_mutex_unlock(&f->lock);
-	fetch_run(fe);
-	pthread_mutex_lock(&f->lock);
-	int rc = fetch_end(f, fe);
-	fetch_free(fe);
+	fe->refs = 2;
+	if (!fetch_spawn(fe)) {
+		/* no thread to spare: the reader runs it */
+		pthread_mutex_unlock(&f->lock);
+		fetch_run(fe);
+		pthread_mutex_lock(&f->lock);
+		int rc = fetch_end(f, fe);
+		fetch_free(fe);
+		return rc;
+	}
+	bool have;
+	while (!(have = range_set_covers(&f->present, off, end < f->size ? end : f->size)) &&
+	       !fe->ended)
+		pthread_cond_wait(&f->fetched, &f->lock);
+	int rc = have ? 0 : fe->outcome;
+	if (--fe->refs == 0)
+		fetch_free(fe);
 	return rc;
 }
 
@@ -377,7 +444,7 @@ static int make_present(struct file_state *f, struct sb_backend *b,
 			pthread_cond_wait(&f->fetched, &f->lock);
 			continue;
 		}
-		int r = fetch_sync(f, b, path, plan[0]);
+		int r = fetch_for_reader(f, b, path, plan[0], off, *end);
 		if (r == -ESTALE) {
 			if (++changes > CHANGE_RETRIES) {
 				if (!f->warned_changing)

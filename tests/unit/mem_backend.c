@@ -40,6 +40,8 @@ struct mem {
 	long tick;        /* mtimes: one second per change, never equal */
 	struct mfault faults[MEM_FAULTS];
 	struct mafter after;
+	bool hold_reads; /* mem_hold_reads; hold_cv with lock */
+	pthread_cond_t hold_cv;
 	char *log;
 	size_t log_len;
 };
@@ -275,6 +277,7 @@ static int op_create(struct sb_backend *b, const struct sb_spec *spec)
 	(void)spec;
 	struct mem *m = calloc(1, sizeof *m);
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_cond_init(&m->hold_cv, NULL);
 	m->root = node_new(m, "", S_IFDIR | 0755);
 	struct mnode *w;
 	make(m, SB_DEFAULT_WORKDIR, S_IFDIR | 0755, &w);
@@ -294,6 +297,7 @@ static void op_release(struct sb_backend *b)
 	for (int i = 0; i < MEM_FAULTS; i++)
 		free(m->faults[i].path);
 	free(m->log);
+	pthread_cond_destroy(&m->hold_cv);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 	b->priv = NULL;
@@ -306,8 +310,9 @@ static int op_destroy(struct sb_backend *b)
 }
 
 /* The dispatcher's in-guest read script (shell_read): argv is sh -c
- * SCRIPT sh PATH SKIP COUNT, in 64 KiB blocks; the answer is the
- * identity line, then the bytes. */
+ * SCRIPT sh PATH SKIP COUNT SEGMENT, in 64 KiB blocks; the answer is the
+ * identity line, then per segment before the end of file its bytes and
+ * the identity line again. */
 static int read_script(struct sb_backend *b, const struct sb_exec_req *req,
 		       struct sb_exec_result *res)
 {
@@ -324,12 +329,14 @@ static int read_script(struct sb_backend *b, const struct sb_exec_req *req,
 	}
 	off_t skip = (off_t)strtoull(req->argv[5], NULL, 10) * 65536;
 	off_t count = (off_t)strtoull(req->argv[6], NULL, 10) * 65536;
+	off_t seg = (off_t)strtoull(req->argv[7], NULL, 10) * 65536;
 	char ident[128];
 	int len = snprintf(ident, sizeof ident, "%jd %ju %ld.%09ld %ld\n",
 			   (intmax_t)n->st.st_size, (uintmax_t)n->st.st_ino,
 			   (long)n->st.st_mtim.tv_sec, n->st.st_mtim.tv_nsec,
 			   (long)n->st.st_ctim.tv_sec);
-	off_t end = skip + count < n->st.st_size ? skip + count : n->st.st_size;
+	off_t size = n->st.st_size;
+	off_t end = skip + count < size ? skip + count : size;
 	size_t got = end > skip ? (size_t)(end - skip) : 0;
 	char *copy = malloc(got + 1);
 	if (got)
@@ -337,8 +344,16 @@ static int read_script(struct sb_backend *b, const struct sb_exec_req *req,
 	/* Output goes out without the lock: the sink may take fs locks. */
 	pthread_mutex_unlock(&m->lock);
 	r = req->on_stdout ? req->on_stdout(req->cb_arg, ident, (size_t)len) : 0;
-	if (r == 0 && got && req->on_stdout)
-		r = req->on_stdout(req->cb_arg, copy, got);
+	for (off_t at = skip; r == 0 && at < end && req->on_stdout; at += seg) {
+		size_t part = (size_t)(at + seg < end ? seg : end - at);
+		r = req->on_stdout(req->cb_arg, copy + (at - skip), part);
+		if (r == 0)
+			r = req->on_stdout(req->cb_arg, ident, (size_t)len);
+		pthread_mutex_lock(&m->lock);
+		while (m->hold_reads)
+			pthread_cond_wait(&m->hold_cv, &m->lock);
+		pthread_mutex_unlock(&m->lock);
+	}
 	free(copy);
 	return r;
 }
@@ -348,7 +363,7 @@ static int op_exec(struct sb_backend *b, const struct sb_exec_req *req,
 {
 	const char *const *a = req->argv;
 	if (a[0] && a[1] && a[2] && strcmp(a[0], "sh") == 0 &&
-	    strstr(a[2], "dd bs=65536") && a[3] && a[4] && a[5] && a[6])
+	    strstr(a[2], "dd bs=65536") && a[3] && a[4] && a[5] && a[6] && a[7])
 		return read_script(b, req, res);
 	res->exit_code = 127; /* no other command runs here */
 	return 0;
@@ -675,6 +690,15 @@ void mem_after(struct sb_backend *b, enum sb_call kind, void (*fn)(void *arg),
 	struct mem *m = mem_of(b);
 	pthread_mutex_lock(&m->lock);
 	m->after = (struct mafter){.kind = kind, .fn = fn, .arg = arg};
+	pthread_mutex_unlock(&m->lock);
+}
+
+void mem_hold_reads(struct sb_backend *b, bool hold)
+{
+	struct mem *m = mem_of(b);
+	pthread_mutex_lock(&m->lock);
+	m->hold_reads = hold;
+	pthread_cond_broadcast(&m->hold_cv);
 	pthread_mutex_unlock(&m->lock);
 }
 

@@ -10,7 +10,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -386,6 +388,66 @@ static void test_read_through_spool(void)
 	CHECK(memcmp(buf, "ABCDEFGH", 8) == 0);
 	CHECK_INT(fs_read(&t.fs, r, 12345, buf, 6, 0, &later), -EBADF);
 	fs_release(&t.fs, r, o.fh);
+	teardown(&t);
+}
+
+/* A reader takes the part of a window that came and was checked, while the
+ * rest is still on its way: a sequential read waits for a segment (4 MiB),
+ * not for a window (up to 64 MiB). With every read window held after its
+ * first segment, reading the first 9 MiB of a 40 MiB file ends: the
+ * windows past 4 MiB (read-ahead doubles them from 128 KiB) start beyond
+ * 5 MiB, so each byte read is in a window's first segment. */
+struct held_reader {
+	struct t *t;
+	uint64_t ino, fh;
+	int rc;
+	bool wrong;
+	atomic_bool done;
+};
+
+static void *read_9_mib(void *arg)
+{
+	struct held_reader *h = arg;
+	static char buf[1 << 20];
+	struct fs_later later = {0};
+	for (off_t off = 0; off < (9 << 20) && h->rc == 0; off += sizeof buf) {
+		ssize_t n = fs_read(&h->t->fs, h->ino, h->fh, buf, sizeof buf, off, &later);
+		if (n != (ssize_t)sizeof buf)
+			h->rc = n < 0 ? (int)n : -EIO;
+		for (size_t i = 0; n > 0 && i < sizeof buf; i++)
+			if (buf[i] != 'a' + (char)((off + (off_t)i) % 23))
+				h->wrong = true;
+	}
+	atomic_store(&h->done, true);
+	return NULL;
+}
+
+static void test_read_takes_checked_segments(void)
+{
+	struct t t;
+	setup(&t);
+	size_t size = 40 << 20;
+	char *data = malloc(size + 1);
+	for (size_t i = 0; i < size; i++)
+		data[i] = 'a' + (char)(i % 23);
+	data[size] = '\0';
+	mem_put(t.b, W "/big", data);
+	free(data);
+	uint64_t ino = look(&t, ROOT, "big");
+	struct fs_open o = {.flags = O_RDONLY};
+	CHECK_INT(fs_open(&t.fs, ino, &o), 0);
+	mem_hold_reads(t.b, true);
+	struct held_reader h = {.t = &t, .ino = ino, .fh = o.fh};
+	pthread_t th;
+	CHECK_INT(pthread_create(&th, NULL, read_9_mib, &h), 0);
+	for (int i = 0; i < 2000 && !atomic_load(&h.done); i++)
+		usleep(10000);
+	CHECK(atomic_load(&h.done)); /* else it waited for a whole window */
+	mem_hold_reads(t.b, false);
+	pthread_join(th, NULL);
+	CHECK_INT(h.rc, 0);
+	CHECK(!h.wrong);
+	fs_release(&t.fs, ino, o.fh);
 	teardown(&t);
 }
 
@@ -877,6 +939,7 @@ int main(void)
 	test_rename_over_open_file();
 	test_rename_over_unread_open_file();
 	test_read_through_spool();
+	test_read_takes_checked_segments();
 	test_writeback_upload_before_dir_rename();
 	test_writeback_pending_rename_and_unlink();
 	test_writeback_pending_rename_over_sandbox_file();
