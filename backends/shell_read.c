@@ -14,11 +14,6 @@
 #define LIST_OUT_MAX SB_LIMIT_LIST_BYTES
 #define LIST_RETRIES 3
 
-/* A read window comes in segments of this many blocks: the guest checks
- * the file's identity again after each, and the reader may take each one
- * as soon as it is checked, not when the whole window has come. */
-#define READ_SEGMENT_BLOCKS 64
-
 /* A read window's output: the identity line of the file the guest opened,
  * then per segment of the aligned window that lies before the file's end
  * (as that line gives its size) the segment's bytes and the identity line
@@ -212,7 +207,7 @@ int shell_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 		"s=$2 e=$(($2 + $3)) k=$2 z=${a%% *}\n"
 		"while [ \"$s\" -lt \"$e\" ] && [ $((s * 65536)) -lt \"$z\" ]; do\n"
 		"n=$4; [ $((s + n)) -gt \"$e\" ] && n=$((e - s))\n"
-		"dd bs=65536 skip=\"$k\" count=\"$n\" <&3 2>/dev/null || exit 106\n"
+		"dd ibs=65536 obs=1048576 skip=\"$k\" count=\"$n\" <&3 2>/dev/null || exit 106\n"
 		"[ \"$a\" = \"$(id)\" ] || exit 107\n"
 		"printf '%s\\n' \"$a\"\n"
 		"s=$((s + n)) k=0\n"

@@ -350,7 +350,7 @@ static int read_script(struct sb_backend *b, const struct sb_exec_req *req,
 		if (r == 0)
 			r = req->on_stdout(req->cb_arg, ident, (size_t)len);
 		pthread_mutex_lock(&m->lock);
-		while (m->hold_reads)
+		while (m->hold_reads && at + seg < end)
 			pthread_cond_wait(&m->hold_cv, &m->lock);
 		pthread_mutex_unlock(&m->lock);
 	}
@@ -363,7 +363,7 @@ static int op_exec(struct sb_backend *b, const struct sb_exec_req *req,
 {
 	const char *const *a = req->argv;
 	if (a[0] && a[1] && a[2] && strcmp(a[0], "sh") == 0 &&
-	    strstr(a[2], "dd bs=65536") && a[3] && a[4] && a[5] && a[6] && a[7])
+	    strstr(a[2], "dd ibs=65536") && a[3] && a[4] && a[5] && a[6] && a[7])
 		return read_script(b, req, res);
 	res->exit_code = 127; /* no other command runs here */
 	return 0;

@@ -46,7 +46,8 @@ void mem_after(struct sb_backend *b, enum sb_call kind, void (*fn)(void *arg),
 	       void *arg);
 
 /* While held, a read window stops after each segment it sent (its bytes
- * and their check line) until released: a window on its way. */
+ * and their check line) but its last until released: a window on its
+ * way. */
 void mem_hold_reads(struct sb_backend *b, bool hold);
 
 /* The changing calls so far, one line each ("write /workspace/a",

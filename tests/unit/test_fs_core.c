@@ -4,6 +4,7 @@
  * write-back ordering, failure paths, notifications, lock order. */
 #include "tests/unit/unit.h"
 #include "tests/unit/mem_backend.h"
+#include "backends/shell_run.h"
 #include "fs/coherence.h"
 #include "fs/fs_node.h"
 #include "fs/writeback/writeback.h"
@@ -392,11 +393,14 @@ static void test_read_through_spool(void)
 }
 
 /* A reader takes the part of a window that came and was checked, while the
- * rest is still on its way: a sequential read waits for a segment (4 MiB),
- * not for a window (up to 64 MiB). With every read window held after its
- * first segment, reading the first 9 MiB of a 40 MiB file ends: the
- * windows past 4 MiB (read-ahead doubles them from 128 KiB) start beyond
- * 5 MiB, so each byte read is in a window's first segment. */
+ * rest is still on its way: a sequential read waits for a segment (SEG),
+ * not for a whole window. With every read window held after each segment,
+ * reading the first 2.5 SEG of a 5 SEG file ends: read-ahead doubles its
+ * windows from 128 KiB, so the first one longer than a segment (2 SEG)
+ * starts just before 2 SEG, and every byte read is in a window's first
+ * segment. */
+#define SEG ((off_t)READ_SEGMENT_BLOCKS * READ_BLOCK)
+
 struct held_reader {
 	struct t *t;
 	uint64_t ino, fh;
@@ -405,12 +409,12 @@ struct held_reader {
 	atomic_bool done;
 };
 
-static void *read_9_mib(void *arg)
+static void *read_held(void *arg)
 {
 	struct held_reader *h = arg;
 	static char buf[1 << 20];
 	struct fs_later later = {0};
-	for (off_t off = 0; off < (9 << 20) && h->rc == 0; off += sizeof buf) {
+	for (off_t off = 0; off < 5 * SEG / 2 && h->rc == 0; off += sizeof buf) {
 		ssize_t n = fs_read(&h->t->fs, h->ino, h->fh, buf, sizeof buf, off, &later);
 		if (n != (ssize_t)sizeof buf)
 			h->rc = n < 0 ? (int)n : -EIO;
@@ -426,7 +430,7 @@ static void test_read_takes_checked_segments(void)
 {
 	struct t t;
 	setup(&t);
-	size_t size = 40 << 20;
+	size_t size = (size_t)(5 * SEG);
 	char *data = malloc(size + 1);
 	for (size_t i = 0; i < size; i++)
 		data[i] = 'a' + (char)(i % 23);
@@ -439,7 +443,7 @@ static void test_read_takes_checked_segments(void)
 	mem_hold_reads(t.b, true);
 	struct held_reader h = {.t = &t, .ino = ino, .fh = o.fh};
 	pthread_t th;
-	CHECK_INT(pthread_create(&th, NULL, read_9_mib, &h), 0);
+	CHECK_INT(pthread_create(&th, NULL, read_held, &h), 0);
 	for (int i = 0; i < 2000 && !atomic_load(&h.done); i++)
 		usleep(10000);
 	CHECK(atomic_load(&h.done)); /* else it waited for a whole window */

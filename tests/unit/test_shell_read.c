@@ -6,6 +6,7 @@
  * versions. */
 #include "tests/unit/unit.h"
 #include "backends/backend.h"
+#include "backends/shell_run.h"
 #include "tests/unit/local_sandbox.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #define MIB (1024 * 1024)
+#define SEG ((off_t)READ_SEGMENT_BLOCKS * READ_BLOCK)
 
 static char root[] = "/tmp/sbfs-shell-read-test-XXXXXX";
 
@@ -122,31 +124,31 @@ static void make_file(const char *name, off_t size, char *host, size_t hostlen)
 static void segments(struct sb_backend *b)
 {
 	char host[700];
-	off_t size = 9 * MIB + 1000;
+	off_t size = 2 * SEG + SEG / 4 + 1000;
 	make_file("seg", size, host, sizeof host);
 
-	/* the whole file and past its end: 4 MiB segments, the last short */
+	/* the whole file and past its end: whole segments, the last short */
 	struct got g = {0};
 	size_t got = 0;
 	CHECK_INT(read_into(b, "/workspace/seg", 0, (size_t)size + 65536, &g, &got), 0);
 	CHECK_INT(got, (size_t)size);
 	CHECK(!g.bad_byte);
 	CHECK_INT(g.nchecks, 3);
-	CHECK_INT(g.checks[0], 4 * MIB);
-	CHECK_INT(g.checks[1], 8 * MIB);
+	CHECK_INT(g.checks[0], SEG);
+	CHECK_INT(g.checks[1], 2 * SEG);
 	CHECK_INT(g.checks[2], size);
 	CHECK_INT(strtoll(g.ident, NULL, 10), size);
 
 	/* off the block grid: the window is rounded out to whole blocks,
 	 * the segments count from its first block, the slice is exact */
 	struct got h = {0};
-	off_t off = 4 * MIB - 100;
-	CHECK_INT(read_into(b, "/workspace/seg", off, 4 * MIB + 200, &h, &got), 0);
-	CHECK_INT(got, 4 * MIB + 200);
+	off_t off = SEG - 100;
+	CHECK_INT(read_into(b, "/workspace/seg", off, SEG + 200, &h, &got), 0);
+	CHECK_INT(got, SEG + 200);
 	CHECK(!h.bad_byte);
 	CHECK_INT(h.nchecks, 2);
-	CHECK_INT(h.checks[0], 8 * MIB - 65536);
-	CHECK_INT(h.checks[1], off + 4 * MIB + 200);
+	CHECK_INT(h.checks[0], 2 * SEG - READ_BLOCK);
+	CHECK_INT(h.checks[1], off + SEG + 200);
 
 	/* an empty file: its identity, no segment */
 	char host0[700];
@@ -163,11 +165,11 @@ static void segments(struct sb_backend *b)
  * checked. Once in a middle segment, once in a last, short one (where dd
  * sends more than the size the first line gave). The guest is still in
  * the second segment when the first one's check is taken only because
- * that segment is larger than the pipe: the check callback holds the
- * pipe unread while it appends. */
+ * that segment is larger than the pipe (1 MiB): the check callback holds
+ * the pipe unread while it appends. */
 static void changed_between_segments(struct sb_backend *b)
 {
-	const off_t sizes[] = {9 * MIB, 7 * MIB + 10};
+	const off_t sizes[] = {2 * SEG + SEG / 4, SEG + 3 * SEG / 4 + 10};
 	for (int i = 0; i < 2; i++) {
 		char host[700];
 		make_file("grows", sizes[i], host, sizeof host);
@@ -176,7 +178,7 @@ static void changed_between_segments(struct sb_backend *b)
 		CHECK_INT(read_into(b, "/workspace/grows", 0, (size_t)sizes[i], &g, &got), -EAGAIN);
 		CHECK_INT(got, 0);
 		CHECK_INT(g.nchecks, 1);
-		CHECK_INT(g.checks[0], 4 * MIB);
+		CHECK_INT(g.checks[0], SEG);
 	}
 }
 
