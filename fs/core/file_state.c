@@ -593,6 +593,10 @@ void file_state_upload_done(struct file_state *f, const struct sb_upload *u, int
 		atomic_fetch_add(&first_uploads, 1);
 	f->remote_exists = true;
 	f->ident[0] = '\0'; /* the sandbox's copy is a new one: ours */
+	/* A fetch still under way (one whose reader took its part and went
+	 * on) is of the copy before: it must neither add to the spool nor,
+	 * ending, take that copy for a change in the sandbox and adopt it. */
+	atomic_fetch_add(&f->content_gen, 1);
 	f->identity_known = false;
 	f->adoptable = true;
 	f->upload_error = 0;

@@ -40,7 +40,7 @@ struct mem {
 	long tick;        /* mtimes: one second per change, never equal */
 	struct mfault faults[MEM_FAULTS];
 	struct mafter after;
-	bool hold_reads; /* mem_hold_reads; hold_cv with lock */
+	enum mem_hold hold_reads; /* mem_hold_reads; hold_cv with lock */
 	pthread_cond_t hold_cv;
 	char *log;
 	size_t log_len;
@@ -350,7 +350,8 @@ static int read_script(struct sb_backend *b, const struct sb_exec_req *req,
 		if (r == 0)
 			r = req->on_stdout(req->cb_arg, ident, (size_t)len);
 		pthread_mutex_lock(&m->lock);
-		while (m->hold_reads && at + seg < end)
+		while (m->hold_reads == MEM_HOLD_AT_END ||
+		       (m->hold_reads == MEM_HOLD_BETWEEN && at + seg < end))
 			pthread_cond_wait(&m->hold_cv, &m->lock);
 		pthread_mutex_unlock(&m->lock);
 	}
@@ -693,7 +694,7 @@ void mem_after(struct sb_backend *b, enum sb_call kind, void (*fn)(void *arg),
 	pthread_mutex_unlock(&m->lock);
 }
 
-void mem_hold_reads(struct sb_backend *b, bool hold)
+void mem_hold_reads(struct sb_backend *b, enum mem_hold hold)
 {
 	struct mem *m = mem_of(b);
 	pthread_mutex_lock(&m->lock);

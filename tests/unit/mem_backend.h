@@ -46,9 +46,11 @@ void mem_after(struct sb_backend *b, enum sb_call kind, void (*fn)(void *arg),
 	       void *arg);
 
 /* While held, a read window stops after each segment it sent (its bytes
- * and their check line) but its last until released: a window on its
- * way. */
-void mem_hold_reads(struct sb_backend *b, bool hold);
+ * and their check line) until released: but its last one (BETWEEN: a
+ * window on its way), or every one (AT_END: a read that has handed over
+ * all it brought and not yet ended). */
+enum mem_hold { MEM_HOLD_NONE, MEM_HOLD_BETWEEN, MEM_HOLD_AT_END };
+void mem_hold_reads(struct sb_backend *b, enum mem_hold hold);
 
 /* The changing calls so far, one line each ("write /workspace/a",
  * "rename /workspace/a /workspace/b", "remove /workspace/a", "mkdir ...");

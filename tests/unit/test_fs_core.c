@@ -440,17 +440,51 @@ static void test_read_takes_checked_segments(void)
 	uint64_t ino = look(&t, ROOT, "big");
 	struct fs_open o = {.flags = O_RDONLY};
 	CHECK_INT(fs_open(&t.fs, ino, &o), 0);
-	mem_hold_reads(t.b, true);
+	mem_hold_reads(t.b, MEM_HOLD_BETWEEN);
 	struct held_reader h = {.t = &t, .ino = ino, .fh = o.fh};
 	pthread_t th;
 	CHECK_INT(pthread_create(&th, NULL, read_held, &h), 0);
 	for (int i = 0; i < 2000 && !atomic_load(&h.done); i++)
 		usleep(10000);
 	CHECK(atomic_load(&h.done)); /* else it waited for a whole window */
-	mem_hold_reads(t.b, false);
+	mem_hold_reads(t.b, MEM_HOLD_NONE);
 	pthread_join(th, NULL);
 	CHECK_INT(h.rc, 0);
 	CHECK(!h.wrong);
+	fs_release(&t.fs, ino, o.fh);
+	teardown(&t);
+}
+
+/* A read's fetch that has handed over its bytes and not yet ended when the
+ * file is uploaded is of the copy before the upload: ending, it must not
+ * take that copy for a change in the sandbox (it once did, and the file
+ * showed its old size: fsdiff seed 1, -o nowatch). */
+static void test_read_ending_after_an_upload(void)
+{
+	struct t t;
+	setup(&t);
+	mem_put(t.b, W "/g", "0123456789");
+	uint64_t ino = look(&t, ROOT, "g");
+	struct fs_open o = {.flags = O_RDWR};
+	CHECK_INT(fs_open(&t.fs, ino, &o), 0);
+	mem_hold_reads(t.b, MEM_HOLD_AT_END);
+	char buf[4];
+	struct fs_later later = {0};
+	CHECK_INT(fs_read(&t.fs, ino, o.fh, buf, 4, 0, &later), 4);
+	CHECK(memcmp(buf, "0123", 4) == 0);
+	/* past what the read fetches: it need not wait for it */
+	CHECK_INT(fs_write(&t.fs, ino, o.fh, "tail", 4, 20), 4);
+	CHECK_INT(fs_flush(&t.fs, ino, o.fh), 0); /* the upload */
+	mem_hold_reads(t.b, MEM_HOLD_NONE);
+	usleep(200000); /* the fetch ends */
+	/* a write on top: the file is the mount's again, at its size */
+	CHECK_INT(fs_write(&t.fs, ino, o.fh, "AB", 2, 0), 2);
+	struct stat st;
+	double timeout;
+	CHECK_INT(fs_getattr(&t.fs, ino, &st, &timeout), 0);
+	CHECK_INT(st.st_size, 24);
+	CHECK_INT(fs_read(&t.fs, ino, o.fh, buf, 4, 20, &later), 4);
+	CHECK(memcmp(buf, "tail", 4) == 0);
 	fs_release(&t.fs, ino, o.fh);
 	teardown(&t);
 }
@@ -944,6 +978,7 @@ int main(void)
 	test_rename_over_unread_open_file();
 	test_read_through_spool();
 	test_read_takes_checked_segments();
+	test_read_ending_after_an_upload();
 	test_writeback_upload_before_dir_rename();
 	test_writeback_pending_rename_and_unlink();
 	test_writeback_pending_rename_over_sandbox_file();
