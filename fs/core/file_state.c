@@ -368,13 +368,10 @@ static int fetch_for_reader(struct file_state *f, struct sb_backend *b,
 		return -ENOMEM;
 	fe->refs = 2;
 	if (!fetch_spawn(fe)) {
-		/* no thread to spare: the reader runs it */
+		/* no thread to spare: the reader runs it, and finds it ended */
 		pthread_mutex_unlock(&f->lock);
-		fetch_run(fe);
+		fetch_thread(fe);
 		pthread_mutex_lock(&f->lock);
-		int rc = fetch_end(f, fe);
-		fetch_free(fe);
-		return rc;
 	}
 	bool have;
 	while (!(have = range_set_covers(&f->present, off, end < f->size ? end : f->size)) &&
