@@ -39,6 +39,8 @@ static void dir_handle_free(struct fs_dir *d)
  * count moves before the file stops showing as new, hence the fence). */
 static bool newer_than_listing(const struct node *c, uint64_t first_uploads)
 {
+	if (c->alias_of)
+		return !c->alias_landed; /* its link waits (link_pending.h) */
 	if (!c->file)
 		return false;
 	if (!c->file->remote_exists)
@@ -144,7 +146,7 @@ int fs_load_listing(struct fs *fs, uint64_t ino)
 }
 
 /* The snapshot of directory p's entries. Table lock held. */
-static int snapshot_dir(struct node *p, struct fs_dir *d)
+static int snapshot_dir(struct node_table *t, struct node *p, struct fs_dir *d)
 {
 	size_t n = 0;
 	for (struct node *c = p->children; c; c = c->next_sibling)
@@ -157,8 +159,9 @@ static int snapshot_dir(struct node *p, struct fs_dir *d)
 		e->name = strdup(c->name);
 		if (!e->name)
 			break;
-		e->ino = c->ino;
-		fs_node_stat(c, &e->st);
+		const struct node *shown = node_shown(t, c);
+		e->ino = shown->ino;
+		fs_node_stat(shown, &e->st);
 		d->n++;
 	}
 	return 0;
@@ -188,7 +191,7 @@ int fs_opendir(struct fs *fs, uint64_t ino, struct fs_dir **dp,
 	if (p && p->st.st_nlink != links)
 		later->inval_attrs = ino;
 	if (err == 0 && p) {
-		err = snapshot_dir(p, d);
+		err = snapshot_dir(&fs->t, p, d);
 		p->open_dirs++;
 	} else if (err == 0) {
 		err = -ENOENT;

@@ -9,16 +9,17 @@
 #include "../util/log.h"
 #include "coherence.h"
 #include "fs_node.h"
+#include "link_pending.h"
 #include "writeback/wb_removes.h"
 #include "writeback/writeback.h"
 
 /* Files below dir still waiting for their upload (queued by write-back,
- * or new and open): not in the sandbox yet, but dir is not empty. Table
- * lock held. */
+ * or new and open), or names waiting for their link (link_pending.h): not
+ * in the sandbox yet, but dir is not empty. Table lock held. */
 static bool pending_upload_below(const struct node *dir)
 {
 	for (const struct node *c = dir->children; c; c = c->next_sibling)
-		if (c->file && c->file->dirty && !c->file->unlinked)
+		if ((c->file && c->file->dirty && !c->file->unlinked) || c->alias_of)
 			return true;
 	return false;
 }
@@ -177,6 +178,10 @@ static int remove_child(struct fs *fs, uint64_t parent, const char *name,
 	int err = fs_check_alive(fs);
 	if (err < 0)
 		return err;
+	/* A name whose link waits goes without a call (link_pending.h). */
+	int alias = is_dir ? 0 : link_pending_name_goes(fs, parent, name, true);
+	if (alias)
+		return 0;
 	char *path = fs_child_path_of(fs, parent, name, &err);
 	if (!path)
 		return err;
@@ -426,6 +431,12 @@ int fs_rename(struct fs *fs, uint64_t parent, const char *name,
 		err = -EINVAL;
 	if (err == 0)
 		err = fs_check_name(newname);
+	if (err == 0)
+		err = link_pending_settle(fs, parent, name);
+	if (err == 0)
+		err = link_pending_settle(fs, newparent, newname);
+	if (err == 0)
+		link_pending_name_goes(fs, newparent, newname, false);
 	if (err < 0)
 		return err;
 	struct rename_plan pl = plan_rename(fs, parent, name, newparent, newname);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fs_node.h"
+#include "link_pending.h"
 #include "symlink_policy.h"
 #include "writeback/writeback.h"
 
@@ -61,8 +62,13 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
 	table_lock(fs);
 	struct node *p = node_by_ino(&fs->t, parent);
 	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
+	/* an alias (link_pending.h): its file's node, however old its
+	 * attributes are, as the sandbox has no such name yet */
+	struct node *shown = n ? link_pending_shown(fs, n) : NULL;
 	if (!p) {
 		err = -ENOENT;
+	} else if (shown) {
+		n = shown;
 	} else if (n && fs_attr_fresh(fs, n, &now)) {
 		/* cached */
 	} else if (node_list_fresh(&fs->t, p, &now) &&
@@ -450,6 +456,16 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	    const char *newname, struct fs_entry *e, struct fs_later *later)
 {
 	int err = fs_check_alive(fs);
+	if (err == 0)
+		err = fs_check_name(newname);
+	if (err < 0)
+		return err;
+	int deferred = link_pending_defer(fs, ino, newparent, newname, e);
+	if (deferred) {
+		later->inval_attrs = ino;
+		return 0;
+	}
+	err = link_pending_settle_ino(fs, ino);
 	if (err < 0)
 		return err;
 	char *from = fs_path_of(fs, ino, &err);

@@ -76,6 +76,9 @@ struct fs {
 	 * f's journal entry; installed by wb_start. The core does not call
 	 * into write-back: write-back is built on it. */
 	void (*upload_landed)(struct fs *fs, struct file_state *f);
+	/* Told after n's upload is recorded (f->lock held, table lock not),
+	 * so a link deferred until it can land (fs/link_pending.h). */
+	void (*upload_recorded)(struct fs *fs, struct node *n, struct file_state *f);
 	/* The last statfs answer, kept like attributes (df and stress tools
 	 * ask for it constantly; its figures are advisory). Table lock. */
 	struct statvfs statfs_cache;

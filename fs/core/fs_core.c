@@ -168,7 +168,10 @@ void fs_record_upload(struct fs *fs, struct node *n, struct file_state *f,
 		f->adoptable = false;
 	}
 	f->dirty = false;
+	void (*recorded)(struct fs *, struct node *, struct file_state *) = fs->upload_recorded;
 	table_unlock(fs);
+	if (recorded)
+		recorded(fs, n, f);
 }
 
 int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f)

@@ -239,8 +239,9 @@ bool node_release_if_unused(struct node_table *t, struct node *n)
 	if (n == t->root || n->nlookup > 0 || n->file || n->open_dirs > 0 ||
 	    n->children)
 		return false;
-	/* A node still in the tree is kept while it caches attributes. */
-	if (n->parent && n->attr_set)
+	/* A node still in the tree is kept while it caches attributes or
+	 * is an alias. */
+	if (n->parent && (n->attr_set || n->alias_of))
 		return false;
 	name_unhash(t, n);
 	struct node *parent = n->parent;
@@ -253,6 +254,18 @@ bool node_release_if_unused(struct node_table *t, struct node *n)
 	if (parent && !parent->attr_set)
 		node_release_if_unused(t, parent);
 	return true;
+}
+
+struct node *node_shown(struct node_table *t, struct node *c)
+{
+	struct node *n = c && c->alias_of ? node_by_ino(t, c->alias_of) : NULL;
+	return n && n->alias == c->ino ? n : c;
+}
+
+struct node *node_alias(struct node_table *t, const struct node *n)
+{
+	struct node *s = n && n->alias ? node_by_ino(t, n->alias) : NULL;
+	return s && s->alias_of == n->ino ? s : NULL;
 }
 
 char *node_path(const struct node *n)
@@ -383,7 +396,8 @@ bool node_evictable(const struct node_table *t, const struct node *n)
 	/* an open directory's handle names its children by inode, and
 	 * readdirplus hands those to the kernel: they stay while it is open */
 	return n != t->root && n->parent && n->parent->open_dirs == 0 &&
-	       n->nlookup == 0 && !n->file && n->open_dirs == 0 && !n->children;
+	       n->nlookup == 0 && !n->file && n->open_dirs == 0 && !n->children &&
+	       !(n->alias_of && !n->alias_landed); /* a name only the mount has */
 }
 
 static bool over_bound(const struct node_table *t)

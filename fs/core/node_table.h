@@ -91,6 +91,15 @@ struct node {
 
 	struct file_state *file;   /* spool shared by open handles */
 	unsigned open_dirs;
+
+	/* Write-back's deferred hard link (fs/link_pending.h): this name
+	 * shows node alias_of, a file whose link to this name waits for
+	 * its first upload (until alias_landed); on that node, alias is
+	 * this name's node. Valid while each names the other (node_alias,
+	 * node_shown); changed under the file's lock and this one. */
+	uint64_t alias_of;
+	uint64_t alias;
+	bool alias_landed;
 };
 
 struct node_table {
@@ -149,6 +158,11 @@ void node_forgotten(struct node_table *t, struct node *n);
  * how many went. Callers must not hold node pointers across it other
  * than the root. */
 size_t node_table_evict(struct node_table *t, size_t target);
+
+/* The node a name shows: an alias shows its file's node. */
+struct node *node_shown(struct node_table *t, struct node *c);
+/* The alias of file node n, or NULL. */
+struct node *node_alias(struct node_table *t, const struct node *n);
 
 /* The mount-relative path ("/" for the root, "/a/b" below it) in a malloc'd
  * string; NULL for a detached node or on allocation failure. */

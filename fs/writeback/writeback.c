@@ -404,6 +404,12 @@ void wb_paths_write_lock(struct fs *fs)
 		fs_rwlock_wrlock(&fs->wb->paths, FS_LOCK_PATHS);
 }
 
+void wb_paths_read_lock(struct fs *fs)
+{
+	if (fs->wb)
+		fs_rwlock_rdlock(&fs->wb->paths, FS_LOCK_PATHS);
+}
+
 void wb_paths_unlock(struct fs *fs)
 {
 	if (fs->wb)

@@ -57,8 +57,10 @@ void wb_forget(struct fs *fs, struct file_state *f);
 /* f (queued, f->lock held) now lives at relpath. */
 void wb_renamed(struct fs *fs, struct file_state *f, const char *relpath);
 
-/* Held for writing around a directory rename. */
+/* Held for writing around a directory rename; for reading around an
+ * upload made outside the workers that computes more than one path. */
 void wb_paths_write_lock(struct fs *fs);
+void wb_paths_read_lock(struct fs *fs);
 void wb_paths_unlock(struct fs *fs);
 
 /* "writeback" object of `sbfs status`. No lock held. */

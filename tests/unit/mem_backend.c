@@ -571,6 +571,34 @@ static int op_symlink(struct sb_backend *b, const char *target,
 	LEAVE();
 }
 
+/* A second entry with the first's inode number and a copy of its
+ * content: enough for tests of which calls go where and what each name
+ * holds once written; a write through one name does not show through the
+ * other here (the e2e suite checks that on real sandboxes). */
+static int op_link(struct sb_backend *b, const char *from, const char *to,
+		   struct stat *st)
+{
+	ENTER(SB_CALL_LINK, to);
+	struct mnode *n = walk(m, from, NULL, NULL), *copy = NULL;
+	if (!n)
+		r = -ENOENT;
+	else if (S_ISDIR(n->st.st_mode))
+		r = -EPERM;
+	else
+		r = make(m, to, n->st.st_mode, &copy);
+	if (r == 0) {
+		n->st.st_nlink++;
+		copy->st = n->st;
+		if (n->data) {
+			copy->data = malloc((size_t)n->st.st_size + 1);
+			memcpy(copy->data, n->data, (size_t)n->st.st_size + 1);
+		}
+		*st = copy->st;
+		log_line(m, "link", from, to);
+	}
+	LEAVE();
+}
+
 static int op_readlink(struct sb_backend *b, const char *path, char **target)
 {
 	ENTER(SB_CALL_READLINK, path);
@@ -602,6 +630,7 @@ static const struct sb_backend_ops mem_ops = {
 	.utimens = op_utimens,
 	.symlink = op_symlink,
 	.readlink = op_readlink,
+	.link = op_link,
 	.remove_many = op_remove_many,
 };
 

@@ -628,6 +628,187 @@ static void test_writeback_queued_remove(void)
 	teardown(&t);
 }
 
+/* ---- write-back: links that wait for the upload (fs/link_pending.h) ---- */
+
+/* The log of calls matches want; prints it otherwise. */
+static void check_log(struct t *t, const char *want)
+{
+	if (strcmp(mem_log(t->b), want) != 0)
+		fprintf(stderr, "log:\n%swanted:\n%s", mem_log(t->b), want);
+	CHECK(strcmp(mem_log(t->b), want) == 0);
+}
+
+static void check_content(struct t *t, const char *path, const char *want)
+{
+	char *got = mem_get(t->b, path);
+	if (!got || strcmp(got, want) != 0)
+		fprintf(stderr, "%s holds %s, wanted %s\n", path, got ? got : "nothing", want);
+	CHECK(got && strcmp(got, want) == 0);
+	free(got);
+}
+
+/* A directory made through the mount (its listing is known) with a
+ * closed, queued file name in it holding data; the workers wait on the
+ * paths lock until the caller lets them go. */
+static uint64_t pending_file_in_new_dir(struct t *t, const char *dir,
+					const char *name, const char *data,
+					uint64_t *file)
+{
+	struct fs_entry e;
+	CHECK_INT(fs_mkdir(&t->fs, ROOT, dir, 0755, &e), 0);
+	wb_paths_write_lock(&t->fs);
+	struct fs_open o;
+	*file = make_file(t, e.ino, name, data, &o);
+	CHECK_INT(fs_flush(&t->fs, *file, o.fh), 0);
+	fs_release(&t->fs, *file, o.fh);
+	mem_log_clear(t->b);
+	return e.ino;
+}
+
+struct named_entry {
+	const char *name;
+	uint64_t ino;
+	bool found;
+};
+
+static bool note_entry(void *ctx, const char *name, const struct fs_entry *e,
+		       off_t next)
+{
+	(void)next;
+	struct named_entry *s = ctx;
+	if (strcmp(name, s->name) == 0) {
+		s->found = true;
+		s->ino = e->attr.st_ino;
+	}
+	return true;
+}
+
+/* git's object write: the link waits, the temporary name goes without a
+ * call, and the upload lands under the final name only. */
+static void test_writeback_link_waits_for_upload(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	uint64_t tmp;
+	uint64_t o = pending_file_in_new_dir(&t, "o", "tmp", "object", &tmp);
+	struct fs_entry e;
+	struct fs_later later = {0};
+	CHECK_INT(fs_link(&t.fs, tmp, o, "obj", &e, &later), 0);
+	CHECK_INT(e.ino, tmp); /* one file: both names show its inode */
+	CHECK_INT(e.attr.st_nlink, 2);
+	CHECK_INT(look(&t, o, "tmp"), tmp);
+	CHECK_INT(look(&t, o, "obj"), tmp);
+	struct fs_dir *d;
+	struct named_entry s = {.name = "tmp"};
+	CHECK_INT(fs_opendir(&t.fs, o, &d, &(struct fs_later){0}), 0);
+	fs_readdir(&t.fs, o, d, 0, false, note_entry, &s);
+	fs_releasedir(&t.fs, o, d);
+	CHECK(s.found && s.ino == tmp);
+	CHECK_INT(fs_unlink(&t.fs, o, "tmp"), 0);
+	CHECK_INT(look(&t, o, "tmp"), 0);
+	struct stat st;
+	double timeout;
+	CHECK_INT(fs_getattr(&t.fs, tmp, &st, &timeout), 0);
+	CHECK_INT(st.st_nlink, 1);
+	CHECK_INT(mem_calls(t.b, SB_CALL_LINK) + mem_calls(t.b, SB_CALL_WRITE), 0);
+	wb_paths_unlock(&t.fs);
+	char msg[256] = "";
+	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
+	check_log(&t, "write " W "/o/obj\n");
+	check_content(&t, W "/o/obj", "object");
+	CHECK(!mem_exists(t.b, W "/o/tmp"));
+	teardown(&t);
+}
+
+/* Kept, the old name is linked once the upload lands, and becomes a
+ * name of its own; an rmdir of its directory meanwhile is ENOTEMPTY. */
+static void test_writeback_link_lands_after_upload(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	uint64_t a;
+	uint64_t o = pending_file_in_new_dir(&t, "o", "a", "data", &a);
+	struct fs_entry e, d2;
+	struct fs_later later = {0};
+	CHECK_INT(fs_mkdir(&t.fs, ROOT, "p", 0755, &d2), 0);
+	CHECK_INT(fs_link(&t.fs, a, d2.ino, "b", &e, &later), 0);
+	CHECK_INT(e.ino, a);
+	CHECK_INT(fs_rmdir(&t.fs, ROOT, "o"), -ENOTEMPTY);
+	wb_paths_unlock(&t.fs);
+	char msg[256] = "";
+	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
+	check_log(&t, "mkdir " W "/p\nwrite " W "/p/b\nlink " W "/p/b " W "/o/a\n");
+	check_content(&t, W "/o/a", "data");
+	check_content(&t, W "/p/b", "data");
+	CHECK_INT(look(&t, o, "a"), a); /* still the one file the kernel knows */
+	struct stat st;
+	double timeout;
+	CHECK_INT(fs_getattr(&t.fs, a, &st, &timeout), 0);
+	CHECK_INT(st.st_nlink, 2);
+	/* once its attributes are stale, a name of its own, asked of the
+	 * sandbox */
+	fs_invalidate(&t.fs, "/");
+	uint64_t now_a = look(&t, o, "a");
+	CHECK(now_a != 0 && now_a != a);
+	CHECK_INT(fs_getattr(&t.fs, now_a, &st, &timeout), 0);
+	CHECK_INT(st.st_nlink, 2);
+	teardown(&t);
+}
+
+/* A rename of either name lands the upload and the link first; an
+ * unlink of the file's own name leaves it under the alias's, which then
+ * goes without a call. */
+static void test_writeback_link_lands_before_other_changes(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	uint64_t a;
+	uint64_t o = pending_file_in_new_dir(&t, "o", "a", "data", &a);
+	struct fs_entry e;
+	struct fs_later later = {0};
+	CHECK_INT(fs_link(&t.fs, a, o, "b", &e, &later), 0);
+	wb_paths_unlock(&t.fs); /* the rename takes it for reading */
+	CHECK_INT(fs_rename(&t.fs, o, "a", o, "c", 0), 0);
+	check_log(&t, "write " W "/o/b\nlink " W "/o/b " W "/o/a\nrename " W "/o/a " W "/o/c\n");
+	mem_log_clear(t.b);
+	wb_paths_write_lock(&t.fs);
+	uint64_t f;
+	struct fs_open op;
+	f = make_file(&t, o, "x", "xdata", &op);
+	CHECK_INT(fs_flush(&t.fs, f, op.fh), 0);
+	fs_release(&t.fs, f, op.fh);
+	CHECK_INT(fs_link(&t.fs, f, o, "y", &e, &later), 0);
+	wb_paths_unlock(&t.fs);
+	CHECK_INT(fs_unlink(&t.fs, o, "y"), 0);
+	char msg[256] = "";
+	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
+	check_log(&t, "write " W "/o/x\n");
+	check_content(&t, W "/o/x", "xdata");
+	CHECK(!mem_exists(t.b, W "/o/y"));
+	CHECK_INT(look(&t, o, "x") != 0, 1);
+	teardown(&t);
+}
+
+/* A name the sandbox may have (the directory's listing is not current):
+ * the link goes to the sandbox now, after the upload. */
+static void test_writeback_link_to_unknown_name_is_not_deferred(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	mem_put(t.b, W "/old/keep", "1"); /* a directory the mount never listed */
+	uint64_t old = look(&t, ROOT, "old");
+	CHECK(old != 0);
+	uint64_t a;
+	pending_file_in_new_dir(&t, "o", "a", "data", &a);
+	struct fs_entry e;
+	struct fs_later later = {0};
+	CHECK_INT(fs_link(&t.fs, a, old, "b", &e, &later), 0);
+	CHECK(e.ino != a);
+	check_log(&t, "write " W "/o/a\nlink " W "/o/a " W "/old/b\n");
+	wb_paths_unlock(&t.fs);
+	teardown(&t);
+}
+
 /* ---- answers overtaken by the mount's own changes ---- */
 
 /* What a test does while an answer is on its way (mem_after). */
@@ -983,6 +1164,10 @@ int main(void)
 	test_writeback_pending_rename_and_unlink();
 	test_writeback_pending_rename_over_sandbox_file();
 	test_writeback_queued_remove();
+	test_writeback_link_waits_for_upload();
+	test_writeback_link_lands_after_upload();
+	test_writeback_link_lands_before_other_changes();
+	test_writeback_link_to_unknown_name_is_not_deferred();
 	test_answers_overtaken();
 	test_failures();
 	test_notifications();
