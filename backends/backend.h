@@ -136,11 +136,15 @@ struct sb_upload {
 	int rc;
 };
 
-/* One entry of a batch remove: rmdir when is_dir, else unlink (a symlink
- * itself, never its target). rc: 0 or a negative errno for that entry. */
-struct sb_remove {
+/* One entry of a batch of namespace changes (write-back's queue, in
+ * order): mkdir with mode when make, else rmdir when is_dir, else unlink
+ * (a symlink itself, never its target). rc: 0 or a negative errno for
+ * that entry. */
+struct sb_ns_change {
 	const char *path;
 	bool is_dir;
+	bool make;
+	mode_t mode;
 	int rc;
 };
 
@@ -242,12 +246,12 @@ struct sb_backend_ops {
 	 * dispatcher then loops over write_file. */
 	int (*write_files)(struct sb_backend *b, struct sb_upload *v, size_t n);
 
-	/* Batch remove (write-back mode): every v[i], in order, as remove
-	 * would; sets each v[i].rc and goes on after a failure. Returns 0, or
-	 * an error of the call as a whole (then the rc of what was not tried
-	 * stays as the dispatcher set it). May be NULL: the shell fallback
-	 * does it in one guest command. */
-	int (*remove_many)(struct sb_backend *b, struct sb_remove *v, size_t n);
+	/* Batch of namespace changes (write-back mode): every v[i], in
+	 * order, as mkdir or remove would; sets each v[i].rc and goes on
+	 * after a failure. Returns 0, or an error of the call as a whole
+	 * (then the rc of what was not tried stays as the dispatcher set it).
+	 * May be NULL: the shell fallback does it in one guest command. */
+	int (*ns_many)(struct sb_backend *b, struct sb_ns_change *v, size_t n);
 
 	/* Asked after an upload put its data in place: whether the sandbox
 	 * was still alive then. An upload into a sandbox that died on the
@@ -463,10 +467,11 @@ int sb_link(struct sb_backend *b, const char *from, const char *to,
 	    struct stat *st, char **link_target);
 int sb_readlink(struct sb_backend *b, const char *path, char **target);
 int sb_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
-/* Removes many paths, in order, as one counted remove call (dispatch.c,
- * "batch remove"): the native remove_many slot or the shell fallback.
- * Each v[i].rc is set; returns 0 or the first error. */
-int sb_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n);
+/* Makes and removes many paths, in order, as one call counted as the
+ * first entry's kind (dispatch.c, "namespace batch"): the native ns_many
+ * slot or the shell fallback. Each v[i].rc is set; returns 0 or the
+ * first error. */
+int sb_ns_many(struct sb_backend *b, struct sb_ns_change *v, size_t n);
 /* The watch slots (sb_backend_ops); -ENOTSUP where the backend has none. */
 int sb_watch_start(struct sb_backend *b, const struct sb_watch_sink *sink);
 int sb_watch_settle(struct sb_backend *b);

@@ -42,7 +42,7 @@ static void sleep_s(double s)
  * contract's slot names them, and where it is across its attempts. */
 struct call {
 	enum sb_call kind;        /* what it is counted as */
-	bool batch;               /* write: write_files; remove: remove_many */
+	bool batch;               /* write: write_files; mkdir, remove: ns_many */
 
 	const char *path;         /* symlink: the target */
 	const char *to;           /* rename, link: the new name; symlink: the link */
@@ -63,7 +63,7 @@ struct call {
 	const struct sb_read_sink *sink;
 	size_t *got;
 	struct sb_upload *up;     /* write: the file, or the batch's */
-	struct sb_remove *rm;     /* batch remove */
+	struct sb_ns_change *rm;  /* namespace batch */
 	size_t n;
 
 	int attempt;              /* 1-based */
@@ -141,12 +141,11 @@ static int call_backend(struct sb_backend *b, void *arg)
 		return NATIVE_OR_SHELL(list_dir, shell_list_dir, c->path, c->list);
 	case SB_CALL_STAT:
 		return NATIVE_OR_SHELL(stat, shell_stat, c->path, c->st, c->target);
-	case SB_CALL_MKDIR:
-		return NATIVE_OR_SHELL(mkdir, shell_mkdir, c->path, c->mode);
-	case SB_CALL_REMOVE:
+	case SB_CALL_MKDIR: case SB_CALL_REMOVE:
 		if (c->batch)
-			return NATIVE_OR_SHELL(remove_many, shell_remove_many,
-					       c->rm, c->n);
+			return NATIVE_OR_SHELL(ns_many, shell_ns_many, c->rm, c->n);
+		if (c->kind == SB_CALL_MKDIR)
+			return NATIVE_OR_SHELL(mkdir, shell_mkdir, c->path, c->mode);
 		return NATIVE_OR_SHELL(remove, shell_remove, c->path, c->flag);
 	case SB_CALL_RENAME:
 		return NATIVE_OR_SHELL(rename, shell_rename, c->path, c->to, c->flag);
@@ -307,18 +306,18 @@ static bool link_done(struct sb_backend *b, const char *from, const char *to)
 static int reconcile(struct sb_backend *b, struct call *c, int rc)
 {
 	struct stat st;
+	for (size_t i = 0; c->batch && c->rm && i < c->n; i++)
+		if (c->rm[i].rc == (c->rm[i].make ? -EEXIST : -ENOENT))
+			c->rm[i].rc = 0;
 	switch (c->kind) {
 	case SB_CALL_MKDIR:
-		if (rc == -EEXIST && sb_stat(b, c->path, &st, NULL) == 0 &&
+		if (!c->batch && rc == -EEXIST && sb_stat(b, c->path, &st, NULL) == 0 &&
 		    S_ISDIR(st.st_mode))
 			rc = 0;
 		break;
 	case SB_CALL_REMOVE:
 		if (!c->batch && rc == -ENOENT)
 			rc = 0;
-		for (size_t i = 0; c->batch && i < c->n; i++)
-			if (c->rm[i].rc == -ENOENT)
-				c->rm[i].rc = 0;
 		break;
 	case SB_CALL_LINK:
 		if (rc == -EEXIST && link_done(b, c->path, c->to))
@@ -339,13 +338,13 @@ static int count(struct sb_backend *b, enum sb_call kind, int rc, bool shell)
 	return rc;
 }
 
-/* Write-back's queued removes land before a call that could conflict with
- * or observe them (struct sb_call_hooks); the batch remove is their own
- * landing. */
+/* Write-back's queued changes land before a call that could conflict
+ * with or observe them (struct sb_call_hooks); the namespace batch is
+ * their own landing. */
 static void before_call(struct sb_backend *b, const struct call *c)
 {
 	const struct sb_call_hooks *h = b->hooks;
-	if (!h || !h->before || (c->kind == SB_CALL_REMOVE && c->batch))
+	if (!h || !h->before || c->rm)
 		return;
 	if (c->kind == SB_CALL_WRITE && c->batch) {
 		for (size_t i = 0; i < c->n; i++)
@@ -588,15 +587,17 @@ int sb_link(struct sb_backend *b, const char *from, const char *to,
 	return rc;
 }
 
-/* ---- batch remove (write-back mode) ----
- * One counted remove call for the whole batch, with the attempts, deadline
- * and faults of any other call. A repeat after a transient error may find
- * its own earlier attempt's work done: ENOENT on a repeat is success. */
-int sb_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n)
+/* ---- namespace batch (write-back mode) ----
+ * One call for the whole batch, counted as its first entry's kind, with
+ * the attempts, deadline and faults of any other call. A repeat after a
+ * transient error may find its own earlier attempt's work done: ENOENT
+ * for a remove, EEXIST for a mkdir, on a repeat is success. */
+int sb_ns_many(struct sb_backend *b, struct sb_ns_change *v, size_t n)
 {
 	if (n == 0)
 		return 0;
-	struct call c = {.kind = SB_CALL_REMOVE, .batch = true, .rm = v, .n = n};
+	struct call c = {.kind = v[0].make ? SB_CALL_MKDIR : SB_CALL_REMOVE,
+			 .batch = true, .rm = v, .n = n};
 	int first = call_run(b, &c);
 	for (size_t i = 0; i < n; i++)
 		if (v[i].rc < 0 && !first)

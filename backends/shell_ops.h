@@ -37,7 +37,7 @@ int shell_readlink(struct sb_backend *b, const char *path, char **target);
 int shell_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
 /* Many removes in one guest command per chunk (chunks stay well under
  * ARG_MAX); each v[i].rc set. Returns 0 or the error of a command. */
-int shell_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n);
+int shell_ns_many(struct sb_backend *b, struct sb_ns_change *v, size_t n);
 
 /* Parsers, exposed for unit tests. Input is the command's stdout. */
 int shell_parse_list(const char *out, size_t len, struct sb_dirlist *list);
@@ -45,7 +45,7 @@ int shell_parse_stat_line(const char *line, size_t len, struct stat *st);
 int shell_parse_statfs(const char *out, size_t len, struct statvfs *st);
 /* The batch remove's report: sets every v[i].rc (0 unless a FAIL line
  * names it); -EPROTO unless it is complete and well formed. */
-int shell_parse_remove_report(const char *out, size_t len,
-			      struct sb_remove *v, size_t n);
+int shell_parse_ns_report(const char *out, size_t len,
+			      struct sb_ns_change *v, size_t n);
 
 #endif

@@ -276,18 +276,19 @@ int shell_hardlink(struct sb_backend *b, const char *from, const char *to,
 	return shell_run(b, "link", script, args, -1, NULL, NULL);
 }
 
-/* ---- batch remove ----
- * One guest command for many removes: the positional parameters are pairs
- * (kind, path), kind "d" for rmdir and "f" for unlink, done in order. The
- * script goes on after a failure, printing "FAIL <index> <exit code>" per
- * failed entry (codes as in shell_run.h), then "DONE <count>". */
+/* ---- namespace batch ----
+ * One guest command for many mkdirs and removes: the positional
+ * parameters are pairs (kind, path), kind "d" for rmdir, "f" for unlink
+ * and "m" then the octal mode for mkdir, done in order. The script goes
+ * on after a failure, printing "FAIL <index> <exit code>" per failed
+ * entry (codes as in shell_run.h), then "DONE <count>". */
 
-#define REMOVE_CHUNK_BYTES (96 * 1024)   /* well under any ARG_MAX */
-#define REMOVE_CHUNK_ENTRIES 2048
-#define REMOVE_OUT_MAX (64 * 1024)
+#define NS_CHUNK_BYTES (96 * 1024)   /* well under any ARG_MAX */
+#define NS_CHUNK_ENTRIES 2048
+#define NS_OUT_MAX (64 * 1024)
 
-int shell_parse_remove_report(const char *out, size_t len,
-			      struct sb_remove *v, size_t n)
+int shell_parse_ns_report(const char *out, size_t len,
+			  struct sb_ns_change *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		v[i].rc = 0;
@@ -322,61 +323,76 @@ int shell_parse_remove_report(const char *out, size_t len,
 	return done && p == end ? 0 : -EPROTO;
 }
 
-static int remove_chunk(struct sb_backend *b, struct sb_remove *v, size_t n)
+static int ns_chunk(struct sb_backend *b, struct sb_ns_change *v, size_t n)
 {
 	static const char script[] = PRELUDE
-		"need rm rmdir\n"
+		"need rm rmdir mkdir\n"
 		"full(){ for f in \"$1\"/* \"$1\"/.[!.]* \"$1\"/..?*; do ex \"$f\" && return 0; done; return 1; }\n"
 		"i=0\n"
 		"while [ $# -ge 2 ]; do\n"
 		"  k=$1; p=$2; shift 2; e=0\n"
-		"  if [ -d \"$p\" ] && [ ! -L \"$p\" ]; then\n"
-		"    if [ \"$k\" = d ]; then\n"
-		"      rmdir -- \"$p\" 2>/dev/null || { if full \"$p\"; then e=105; else e=106; fi; }\n"
-		"    else e=102; fi\n"
-		"  elif ex \"$p\"; then\n"
-		"    if [ \"$k\" = d ]; then e=103; else rm -f -- \"$p\" 2>/dev/null || e=106; fi\n"
-		"  else\n"
-		"    q=$(dirname -- \"$p\"); if [ -e \"$q\" ] && [ ! -d \"$q\" ]; then e=103; else e=100; fi\n"
-		"  fi\n"
+		"  case $k in\n"
+		"  m*)\n"
+		"    q=$(dirname -- \"$p\")\n"
+		"    if ex \"$p\"; then e=104\n"
+		"    elif [ -d \"$q\" ]; then mkdir -m \"${k#m}\" -- \"$p\" 2>/dev/null || e=106\n"
+		"    elif ex \"$q\"; then e=103; else e=100; fi;;\n"
+		"  *)\n"
+		"    if [ -d \"$p\" ] && [ ! -L \"$p\" ]; then\n"
+		"      if [ \"$k\" = d ]; then\n"
+		"        rmdir -- \"$p\" 2>/dev/null || { if full \"$p\"; then e=105; else e=106; fi; }\n"
+		"      else e=102; fi\n"
+		"    elif ex \"$p\"; then\n"
+		"      if [ \"$k\" = d ]; then e=103; else rm -f -- \"$p\" 2>/dev/null || e=106; fi\n"
+		"    else\n"
+		"      q=$(dirname -- \"$p\"); if [ -e \"$q\" ] && [ ! -d \"$q\" ]; then e=103; else e=100; fi\n"
+		"    fi;;\n"
+		"  esac\n"
 		"  [ $e = 0 ] || printf 'FAIL %d %d\\n' $i $e\n"
 		"  i=$((i+1))\n"
 		"done\n"
 		"printf 'DONE %d\\n' $i\n";
 	const char **argv = calloc(4 + 2 * n + 1, sizeof *argv);
-	if (!argv)
+	char (*modes)[8] = calloc(n, sizeof *modes);
+	if (!argv || !modes) {
+		free(argv);
+		free(modes);
 		return -ENOMEM;
+	}
 	size_t a = 0;
 	argv[a++] = "sh";
 	argv[a++] = "-c";
 	argv[a++] = script;
 	argv[a++] = "sh";
 	for (size_t i = 0; i < n; i++) {
-		argv[a++] = v[i].is_dir ? "d" : "f";
+		snprintf(modes[i], sizeof modes[i], "m%o", (unsigned)(v[i].mode & 07777));
+		argv[a++] = v[i].make ? modes[i] : v[i].is_dir ? "d" : "f";
 		argv[a++] = v[i].path;
 	}
 	argv[a] = NULL;
-	struct output_capture c = {.limit = REMOVE_OUT_MAX};
-	int rc = shell_run_argv(b, "remove", argv, -1, output_capture_cb, &c);
+	struct output_capture c = {.limit = NS_OUT_MAX};
+	int rc = shell_run_argv(b, v[0].make ? "mkdir" : "remove", argv, -1,
+				output_capture_cb, &c);
 	free(argv);
+	free(modes);
 	if (rc == 0) {
-		rc = shell_parse_remove_report(c.data ? c.data : "", c.len, v, n);
+		rc = shell_parse_ns_report(c.data ? c.data : "", c.len, v, n);
 		if (rc < 0)
-			sb_warn("%s: shell batch remove gave an unreadable report",
+			sb_warn("%s: shell batch of mkdirs and removes gave an unreadable report",
 				b->ops->name);
 	}
 	output_capture_free(&c);
 	return rc;
 }
 
-int shell_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n)
+int shell_ns_many(struct sb_backend *b, struct sb_ns_change *v, size_t n)
 {
 	size_t i = 0;
 	while (i < n) {
 		size_t k = 0, bytes = 0;
-		while (i + k < n && k < REMOVE_CHUNK_ENTRIES) {
+		while (i + k < n && k < NS_CHUNK_ENTRIES) {
 			size_t l = strlen(v[i + k].path) + 3;
-			if (k > 0 && bytes + l > REMOVE_CHUNK_BYTES)
+			if (k > 0 && bytes + l > NS_CHUNK_BYTES)
 				break;
 			bytes += l;
 			k++;
@@ -394,9 +410,9 @@ int shell_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n)
 			/* the good ones go on their own, in order */
 			for (size_t j = i; j < i + k && rc == 0; j++)
 				if (shell_path_ok(v[j].path))
-					rc = remove_chunk(b, &v[j], 1);
+					rc = ns_chunk(b, &v[j], 1);
 		} else {
-			rc = remove_chunk(b, v + i, k);
+			rc = ns_chunk(b, v + i, k);
 		}
 		if (rc < 0)
 			return rc;

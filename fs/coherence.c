@@ -149,6 +149,10 @@ static void collect_inval(struct node *n, void *arg)
 			n->file->invalidated = true;
 	}
 	n->cached_content = false;
+	/* An alias's name the kernel holds with its file's inode
+	 * (link_pending.h): the name goes, so the next lookup asks. */
+	if (n->alias_of && n->parent)
+		push_inval(l, 0, n->parent->ino, n->name, false);
 	if (n->nlookup == 0)
 		return;
 	push_inval(l, n->ino, n->parent ? n->parent->ino : 0,

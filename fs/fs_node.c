@@ -222,3 +222,13 @@ void fs_send_later(struct fs *fs, const struct fs_later *later)
 	if (later->inval_attrs)
 		fs_notify_inode(fs, later->inval_attrs, -1, 0);
 }
+
+bool fs_name_known_absent(struct fs *fs, struct node *dir, const char *name)
+{
+	struct timespec now = fs_now();
+	if (!node_list_fresh(&fs->t, dir, &now) || node_child(&fs->t, dir, name))
+		return false;
+	uint64_t mark = atomic_load(&fs->watched) ? atomic_load(&fs->settled_exec_mark)
+						  : dir->list_exec_mark;
+	return mark != SB_EXEC_BUSY && mark == sb_exec_quiet_mark(fs->b);
+}

@@ -30,6 +30,11 @@ void fs_record_attr(struct fs *fs, struct node *n, uint64_t since, struct stat *
  * the sandbox what it just did. Table lock held. */
 void fs_record_new(struct fs *fs, struct node *n, mode_t mode, off_t size,
 		   const char *link);
+/* Whether name is certainly absent from directory dir in the sandbox:
+ * dir's listing is fresh, names nothing there, and no command can have
+ * changed it since. What write-back may queue a change on without asking
+ * (a mkdir, a link). Table lock held. */
+bool fs_name_known_absent(struct fs *fs, struct node *dir, const char *name);
 /* The mount changed an entry of directory ino. Table lock held. */
 void fs_entries_changed(struct fs *fs, uint64_t ino);
 /* Fetches fresh attributes for n (or, n NULL, for the would-be child name

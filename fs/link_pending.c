@@ -8,19 +8,6 @@
 #include "fs_node.h"
 #include "writeback/writeback.h"
 
-/* Whether name is certainly absent from directory dir in the sandbox:
- * its listing is fresh, names nothing there, and no command can have
- * changed it since (as for a queued rmdir, ns_move.c). Table lock held. */
-static bool known_absent(struct fs *fs, struct node *dir, const char *name)
-{
-	struct timespec now = fs_now();
-	if (!node_list_fresh(&fs->t, dir, &now) || node_child(&fs->t, dir, name))
-		return false;
-	uint64_t mark = atomic_load(&fs->watched) ? atomic_load(&fs->settled_exec_mark)
-						  : dir->list_exec_mark;
-	return mark != SB_EXEC_BUSY && mark == sb_exec_quiet_mark(fs->b);
-}
-
 /* n may take a deferred link to np/newname: a regular file with one name
  * whose node holds its spool, and that name known absent. Table lock. */
 static bool may_defer(struct fs *fs, struct node *n, struct node *np,
@@ -29,7 +16,7 @@ static bool may_defer(struct fs *fs, struct node *n, struct node *np,
 	return n && np && n->parent && S_ISREG(n->st.st_mode) && n->file &&
 	       !fs_attr_linked(n) && !node_alias(&fs->t, n) &&
 	       node_shown(&fs->t, n) == n && S_ISDIR(np->st.st_mode) &&
-	       known_absent(fs, np, newname);
+	       fs_name_known_absent(fs, np, newname);
 }
 
 /* The file has never reached the sandbox: nothing there to link yet.

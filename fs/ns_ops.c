@@ -237,8 +237,19 @@ int fs_mkdir(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
 		return err;
 	char *path = fs_child_path_of(fs, parent, name, &err);
 	struct before_create bc = before_create(fs);
+	/* Write-back queues it where the name is known absent (the queue
+	 * lands before anything on or below it reaches the sandbox). */
+	bool queue = false;
+	if (path && fs->wb) {
+		table_lock(fs);
+		struct node *p = node_by_ino(&fs->t, parent);
+		queue = p && fs_name_known_absent(fs, p, name);
+		table_unlock(fs);
+	}
 	if (path)
-		err = sb_mkdir(fs->b, path, mode & 07777);
+		err = queue && wb_queue_mkdir(fs, path, mode & 07777) == 0
+			      ? 0
+			      : sb_mkdir(fs->b, path, mode & 07777);
 	free(path);
 	if (err < 0)
 		return err;

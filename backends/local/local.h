@@ -83,7 +83,7 @@ int local_stat_native(struct sb_backend *b, const char *path, struct stat *st,
 		      char **link_target);
 int local_mkdir(struct sb_backend *b, const char *path, mode_t mode);
 int local_remove(struct sb_backend *b, const char *path, bool is_dir);
-int local_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n);
+int local_ns_many(struct sb_backend *b, struct sb_ns_change *v, size_t n);
 int local_rename(struct sb_backend *b, const char *from, const char *to,
 		 bool noreplace);
 int local_chmod(struct sb_backend *b, const char *path, mode_t mode);

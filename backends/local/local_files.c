@@ -398,12 +398,14 @@ int local_remove(struct sb_backend *b, const char *path, bool is_dir)
 		 unlinkat(lc.dirfd, lc.name, is_dir ? AT_REMOVEDIR : 0));
 }
 
-/* Host-side removes: one "call" however many paths, each resolved as
- * local_remove does (a link on the way goes to the guest). */
-int local_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n)
+/* Host-side mkdirs and removes: one "call" however many paths, each
+ * resolved as local_mkdir and local_remove do (a link on the way goes to
+ * the guest). */
+int local_ns_many(struct sb_backend *b, struct sb_ns_change *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		v[i].rc = local_remove(b, v[i].path, v[i].is_dir);
+		v[i].rc = v[i].make ? local_mkdir(b, v[i].path, v[i].mode)
+				    : local_remove(b, v[i].path, v[i].is_dir);
 	return 0;
 }
 

@@ -157,15 +157,25 @@ static int remember(struct local_watch *w, int wd, const char *rel)
 /* Opens rel beneath the workspace as the guest would reach it without
  * symlinks: the watch is on that directory, whatever replaces a name on
  * the way meanwhile. */
+/* O_NOATIME: the watch's own scan of a directory must not change it (a
+ * readdir under relatime moves an atime that a utimens just set older
+ * than the mtime); where the daemon may not ask that (not the owner),
+ * the scan goes without. */
 static int open_dir(struct local_watch *w, const char *rel)
 {
 	struct local *l = w->b->priv;
 	struct open_how how = {
-		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 			   RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
-	return (int)syscall(SYS_openat2, l->ws_fd, *rel ? rel : ".", &how, sizeof how);
+	const char *path = *rel ? rel : ".";
+	int fd = (int)syscall(SYS_openat2, l->ws_fd, path, &how, sizeof how);
+	if (fd < 0 && errno == EPERM) {
+		how.flags &= ~(uint64_t)O_NOATIME;
+		fd = (int)syscall(SYS_openat2, l->ws_fd, path, &how, sizeof how);
+	}
+	return fd;
 }
 
 static void report(struct local_watch *w, const char *rel);

@@ -397,7 +397,7 @@ bool node_evictable(const struct node_table *t, const struct node *n)
 	 * readdirplus hands those to the kernel: they stay while it is open */
 	return n != t->root && n->parent && n->parent->open_dirs == 0 &&
 	       n->nlookup == 0 && !n->file && n->open_dirs == 0 && !n->children &&
-	       !(n->alias_of && !n->alias_landed); /* a name only the mount has */
+	       !n->alias_of; /* the kernel may hold its name with another node */
 }
 
 static bool over_bound(const struct node_table *t)

@@ -21,6 +21,7 @@
 
 struct failure {
 	char *path;
+	const char *what;           /* "mkdir", "remove" */
 	int err;
 	bool reported;
 };
@@ -42,7 +43,7 @@ struct wb_removes {
 	struct failure fail[WBR_FAILURES_KEPT];
 	size_t nfail;               /* kept, oldest first */
 	size_t unreported;
-	uint64_t removed, failed;
+	uint64_t removed, made, failed;
 	uint64_t pushed, taken;     /* entries ever queued / taken to land */
 };
 
@@ -106,13 +107,21 @@ static void note_landed(struct fs *fs, const struct rmq_entry *e, size_t k)
 	table_unlock(fs);
 }
 
-static void record_failure(struct wb_removes *r, const char *path, bool is_dir,
+static void record_failure(struct wb_removes *r, const struct rmq_entry *e,
 			   int err)
 {
-	sb_warn("write-back: queued %s of %s failed in the sandbox: %s (the "
-		"sandbox keeps it; it shows in the mount again)",
-		is_dir ? "rmdir" : "unlink", path, strerror(-err));
-	forget_parent(r->fs, path);
+	const char *path = e->path;
+	const char *what = e->make ? "mkdir" : "remove";
+	if (e->make)
+		sb_warn("write-back: queued mkdir of %s failed in the sandbox: %s "
+			"(what was written below it stays here; its uploads fail "
+			"and are reported)", path, strerror(-err));
+	else
+		sb_warn("write-back: queued %s of %s failed in the sandbox: %s (the "
+			"sandbox keeps it; it shows in the mount again)",
+			e->is_dir ? "rmdir" : "unlink", path, strerror(-err));
+	if (!e->make)
+		forget_parent(r->fs, path);
 	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	if (r->nfail == WBR_FAILURES_KEPT) {
 		if (!r->fail[0].reported)
@@ -123,7 +132,7 @@ static void record_failure(struct wb_removes *r, const char *path, bool is_dir,
 	}
 	char *rel = mount_relative(r->fs, path);
 	r->fail[r->nfail++] = (struct failure){
-		.path = rel ? rel : strdup(path), .err = err,
+		.path = rel ? rel : strdup(path), .what = what, .err = err,
 	};
 	r->unreported++;
 	r->failed++;
@@ -134,25 +143,28 @@ static void record_failure(struct wb_removes *r, const char *path, bool is_dir,
 
 static void land(struct wb_removes *r, struct rmq_entry *e, size_t k)
 {
-	struct sb_remove *v = calloc(k, sizeof *v);
+	struct sb_ns_change *v = calloc(k, sizeof *v);
 	if (v) {
 		for (size_t i = 0; i < k; i++)
-			v[i] = (struct sb_remove){.path = e[i].path, .is_dir = e[i].is_dir};
-		sb_remove_many(r->fs->b, v, k);
+			v[i] = (struct sb_ns_change){.path = e[i].path, .is_dir = e[i].is_dir,
+						     .make = e[i].make, .mode = e[i].mode};
+		sb_ns_many(r->fs->b, v, k);
 	}
-	size_t ok = 0;
+	size_t removed = 0, made = 0;
 	for (size_t i = 0; i < k; i++) {
 		int rc = v ? v[i].rc : -ENOMEM;
-		/* Already gone (an sbexec removed it too): what was asked. */
-		if (rc == 0 || rc == -ENOENT)
-			ok++;
+		/* Already gone, or there (a command did it too): what was
+		 * asked. */
+		if (rc == 0 || rc == (e[i].make ? -EEXIST : -ENOENT))
+			*(e[i].make ? &made : &removed) += 1;
 		else
-			record_failure(r, e[i].path, e[i].is_dir, rc);
+			record_failure(r, &e[i], rc);
 	}
 	free(v);
 	note_landed(r->fs, e, k);
 	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
-	r->removed += ok;
+	r->removed += removed;
+	r->made += made;
 	rmq_done(&r->q, e, k);
 	atomic_fetch_sub(&r->outstanding, k);
 	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
@@ -252,13 +264,15 @@ bool wbr_rmdir_can_queue(const struct wbr_dir_view *d)
 	       d->list_exec_mark == d->exec_mark;
 }
 
-int wbr_queue(struct wb_removes *r, const char *path, bool is_dir,
-	      struct rmq_file linked)
+/* mode: a mkdir's (make), else unused. */
+static int queue(struct wb_removes *r, const char *path, bool is_dir, bool make,
+		 mode_t mode, struct rmq_file linked)
 {
 	if (!r)
 		return -EAGAIN;
 	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	int rc = r->stop ? -EAGAIN
+		 : make ? rmq_push_mkdir(&r->q, path, mode)
 		 : linked.ino ? rmq_push_linked(&r->q, path, linked)
 			      : rmq_push(&r->q, path, is_dir);
 	if (rc == 0) {
@@ -273,6 +287,17 @@ int wbr_queue(struct wb_removes *r, const char *path, bool is_dir,
 	}
 	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 	return rc;
+}
+
+int wbr_queue(struct wb_removes *r, const char *path, bool is_dir,
+	      struct rmq_file linked)
+{
+	return queue(r, path, is_dir, false, 0, linked);
+}
+
+int wbr_queue_mkdir(struct wb_removes *r, const char *path, mode_t mode)
+{
+	return queue(r, path, true, true, mode, (struct rmq_file){0});
 }
 
 void wbr_drain_file(struct wb_removes *r, struct rmq_file file)
@@ -337,8 +362,9 @@ int wbr_report(struct wb_removes *r, char *msg, size_t msglen)
 			continue;
 		size_t used = strlen(msg);
 		char one[400];
-		snprintf(one, sizeof one, "%sremove of %s failed in the sandbox: %s (kept there)",
-			 used ? "; " : "", f->path ? f->path : "?", strerror(-f->err));
+		snprintf(one, sizeof one, "%s%s of %s failed in the sandbox: %s%s",
+			 used ? "; " : "", f->what, f->path ? f->path : "?",
+			 strerror(-f->err), strcmp(f->what, "mkdir") == 0 ? "" : " (kept there)");
 		if (used + strlen(one) + 1 < msglen)
 			snprintf(msg + used, msglen - used, "%s", one);
 	}
@@ -354,15 +380,17 @@ void wbr_status(struct wb_removes *r, json_t *wb)
 	json_t *arr = json_array();
 	fs_mutex_lock(&r->lock, FS_LOCK_RM_QUEUE);
 	size_t queued = atomic_load(&r->outstanding);
-	uint64_t removed = r->removed, failed = r->failed;
+	uint64_t removed = r->removed, made = r->made, failed = r->failed;
 	for (size_t i = 0; i < r->nfail; i++)
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:b}",
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:b}",
 			"path", r->fail[i].path ? r->fail[i].path : "?",
+			"call", r->fail[i].what,
 			"error", strerror(-r->fail[i].err),
 			"reported", r->fail[i].reported));
 	fs_mutex_unlock(&r->lock, FS_LOCK_RM_QUEUE);
 	json_object_set_new(wb, "removes_queued", json_integer((json_int_t)queued));
 	json_object_set_new(wb, "removes_done", json_integer((json_int_t)removed));
+	json_object_set_new(wb, "mkdirs_done", json_integer((json_int_t)made));
 	json_object_set_new(wb, "removes_failed", json_integer((json_int_t)failed));
 	json_object_set_new(wb, "failed_removes", arr);
 }

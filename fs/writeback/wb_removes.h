@@ -1,6 +1,8 @@
-/* Write-back mode's queued removes: unlink (and rmdir of a directory the
- * fs knows is empty) return at once; the removes land later, in order,
- * many per backend call (sb_remove_many).
+/* Write-back mode's queued namespace changes: unlink, rmdir of a
+ * directory the fs knows is empty and mkdir of a name it knows is absent
+ * return at once; they land later, in order, many per backend call
+ * (sb_ns_many). A call on or below a queued mkdir's path, or a stat or
+ * listing that would count or name it, lands the queue first.
  *
  * Coherence, through the dispatcher's hooks (struct sb_call_hooks): the
  * queue drains before a backend call that could conflict with or observe
@@ -43,6 +45,8 @@ void wbr_stop(struct wb_removes *r);
  * queued (the caller then removes synchronously). */
 int wbr_queue(struct wb_removes *r, const char *path, bool is_dir,
 	      struct rmq_file linked);
+/* Queues a mkdir of guest path; the same answers. */
+int wbr_queue_mkdir(struct wb_removes *r, const char *path, mode_t mode);
 /* What the mount knows of a directory about to be removed. */
 struct wbr_dir_view {
 	bool has_children;   /* the mount still has a node below it */

@@ -112,11 +112,18 @@ static void set_drop(struct rmq *q, const char *path)
 }
 
 /* The set also counts, for each directory removal, its parent and its
- * grandparent under keys of their own (the number of levels, as a byte,
- * before the path; no path starts so): a stat of the parent, or a listing
- * of the grandparent, shows a link count that removal changes. NULL when
- * there is no such ancestor, or no memory. */
-static char *ancestor_key(const char *path, int levels)
+ * grandparent under keys of their own (a tag byte before the path; no
+ * path starts so): a stat of the parent, or a listing of the
+ * grandparent, shows a link count that removal changes. A mkdir's path,
+ * its parent and its grandparent have keys of other tags. */
+enum key_tag {
+	TAG_REMOVED_IN = 1,      /* 1 or 2: levels above a directory removed */
+	TAG_MADE = 3,            /* 3, 4, 5: a mkdir's path, 1 and 2 levels up */
+};
+
+/* The key of path's ancestor levels up (0: path itself) under tag, or
+ * NULL when there is no such ancestor, or no memory. */
+static char *tagged_key(const char *path, int levels, int tag)
 {
 	size_t len = strlen(path);
 	for (int i = 0; i < levels; i++) {
@@ -129,7 +136,7 @@ static char *ancestor_key(const char *path, int levels)
 	char *k = malloc(len + 3);
 	if (!k)
 		return NULL;
-	k[0] = (char)levels;
+	k[0] = (char)tag;
 	if (len == 0)
 		memcpy(k + 1, "/", 2);
 	else {
@@ -139,11 +146,13 @@ static char *ancestor_key(const char *path, int levels)
 	return k;
 }
 
-/* Adds (or, with drop, removes) a directory removal's ancestor keys. */
-static int ancestors_update(struct rmq *q, const char *path, bool drop)
+/* Adds (or, with drop, removes) the keys of path from level first to
+ * last, each under tag + level - first. */
+static int keys_update(struct rmq *q, const char *path, int first, int last,
+		       int tag, bool drop)
 {
-	for (int levels = 1; levels <= 2; levels++) {
-		char *k = ancestor_key(path, levels);
+	for (int levels = first; levels <= last; levels++) {
+		char *k = tagged_key(path, levels, tag + levels - first);
 		if (!k)
 			return 0;
 		int rc = 0;
@@ -153,18 +162,26 @@ static int ancestors_update(struct rmq *q, const char *path, bool drop)
 			rc = set_add(q, k);
 		free(k);
 		if (rc < 0) {
-			if (levels == 2 && (k = ancestor_key(path, 1))) {
-				set_drop(q, k);
-				free(k);
-			}
+			if (levels > first)
+				keys_update(q, path, first, levels - 1, tag, true);
 			return rc;
 		}
 	}
 	return 0;
 }
 
-static int push(struct rmq *q, const char *path, bool is_dir,
-		struct rmq_file file)
+static int ancestors_update(struct rmq *q, const char *path, bool drop)
+{
+	return keys_update(q, path, 1, 2, TAG_REMOVED_IN, drop);
+}
+
+static int made_update(struct rmq *q, const char *path, bool drop)
+{
+	return keys_update(q, path, 0, 2, TAG_MADE, drop);
+}
+
+static int push(struct rmq *q, const char *path, bool is_dir, bool make,
+		mode_t mode, struct rmq_file file)
 {
 	if (file.ino && q->nfiles == q->files_cap) {
 		size_t cap = q->files_cap ? q->files_cap * 2 : 8;
@@ -192,17 +209,24 @@ static int push(struct rmq *q, const char *path, bool is_dir,
 		}
 	}
 	char *copy = strdup(path);
-	if (!copy || set_add(q, path) < 0) {
+	if (!copy)
+		return -ENOMEM;
+	if (make) {
+		if (made_update(q, path, false) < 0) {
+			free(copy);
+			return -ENOMEM;
+		}
+		q->nmade++;
+	} else if (set_add(q, path) < 0) {
 		free(copy);
 		return -ENOMEM;
-	}
-	if (is_dir && ancestors_update(q, path, false) < 0) {
+	} else if (is_dir && ancestors_update(q, path, false) < 0) {
 		set_drop(q, path);
 		free(copy);
 		return -ENOMEM;
 	}
 	q->v[q->n++] = (struct rmq_entry){.path = copy, .is_dir = is_dir,
-					  .file = file};
+					  .make = make, .mode = mode, .file = file};
 	q->pending_bytes += strlen(path);
 	if (file.ino)
 		q->files[q->nfiles++] = file;
@@ -211,12 +235,17 @@ static int push(struct rmq *q, const char *path, bool is_dir,
 
 int rmq_push(struct rmq *q, const char *path, bool is_dir)
 {
-	return push(q, path, is_dir, (struct rmq_file){0});
+	return push(q, path, is_dir, false, 0, (struct rmq_file){0});
 }
 
 int rmq_push_linked(struct rmq *q, const char *path, struct rmq_file file)
 {
-	return push(q, path, false, file);
+	return push(q, path, false, false, 0, file);
+}
+
+int rmq_push_mkdir(struct rmq *q, const char *path, mode_t mode)
+{
+	return push(q, path, true, true, mode, (struct rmq_file){0});
 }
 
 static void files_drop(struct rmq *q, struct rmq_file file)
@@ -261,9 +290,14 @@ size_t rmq_take(struct rmq *q, size_t max, size_t max_bytes,
 void rmq_done(struct rmq *q, struct rmq_entry *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		set_drop(q, v[i].path);
-		if (v[i].is_dir)
-			ancestors_update(q, v[i].path, true);
+		if (v[i].make) {
+			made_update(q, v[i].path, true);
+			q->nmade--;
+		} else {
+			set_drop(q, v[i].path);
+			if (v[i].is_dir)
+				ancestors_update(q, v[i].path, true);
+		}
 		if (v[i].file.ino)
 			files_drop(q, v[i].file);
 		free(v[i].path);
@@ -277,9 +311,57 @@ static bool in_set(const struct rmq *q, const char *path, size_t len)
 	return s && *s;
 }
 
+/* Whether the key of path or of one of its ancestors, under tag, is in
+ * the set. */
+static bool covered(const struct rmq *q, const char *path, int tag)
+{
+	size_t len = strlen(path);
+	char stackbuf[1024];
+	char *k = len + 2 <= sizeof stackbuf ? stackbuf : malloc(len + 2);
+	if (!k)
+		return true; /* no memory: as if covered (the queue lands) */
+	k[0] = (char)tag;
+	memcpy(k + 1, path, len + 1);
+	bool hit = false;
+	for (size_t l = len; l > 0 && !hit; l--)
+		if (l == len || path[l] == '/')
+			hit = in_set(q, k, l + 1);
+	if (k != stackbuf)
+		free(k);
+	return hit;
+}
+
+bool rmq_made(const struct rmq *q, const char *path)
+{
+	return q->nmade > 0 && path && covered(q, path, TAG_MADE);
+}
+
+/* Whether the key of dir under tag is in the set. */
+static bool has_key(const struct rmq *q, const char *dir, int tag)
+{
+	size_t dl = strlen(dir);
+	while (dl > 1 && dir[dl - 1] == '/')
+		dl--;
+	char stackbuf[1024];
+	char *k = dl + 2 <= sizeof stackbuf ? stackbuf : malloc(dl + 2);
+	if (!k)
+		return false;
+	k[0] = (char)tag;
+	memcpy(k + 1, dir, dl);
+	k[dl + 1] = '\0';
+	bool r = in_set(q, k, dl + 1);
+	if (k != stackbuf)
+		free(k);
+	return r;
+}
+
 bool rmq_gone(const struct rmq *q, const char *path)
 {
 	if (q->nset == 0 || !path)
+		return false;
+	/* made again after (or before) its remove: only the sandbox, once
+	 * the queue has landed, tells which came last */
+	if (rmq_made(q, path))
 		return false;
 	size_t len = strlen(path);
 	/* the path itself, then each ancestor ("/a/b/c": "/a/b", "/a") */
@@ -316,20 +398,7 @@ bool rmq_dir_removed_below(const struct rmq *q, const char *dir, int levels)
 {
 	if (q->nset == 0 || levels < 1 || levels > 2)
 		return false;
-	size_t dl = strlen(dir);
-	while (dl > 1 && dir[dl - 1] == '/')
-		dl--;
-	char stackbuf[1024];
-	char *k = dl + 2 <= sizeof stackbuf ? stackbuf : malloc(dl + 2);
-	if (!k)
-		return false;
-	k[0] = (char)levels;
-	memcpy(k + 1, dir, dl);
-	k[dl + 1] = '\0';
-	bool r = in_set(q, k, dl + 1);
-	if (k != stackbuf)
-		free(k);
-	return r;
+	return has_key(q, dir, TAG_REMOVED_IN + levels - 1);
 }
 
 bool rmq_names_file(const struct rmq *q, struct rmq_file file)
@@ -343,6 +412,15 @@ bool rmq_names_file(const struct rmq *q, struct rmq_file file)
 bool rmq_call_waits(const struct rmq *q, enum sb_call kind, const char *path,
 		    const char *to)
 {
+	if (q->nmade > 0) {
+		if (rmq_made(q, path) || rmq_made(q, to))
+			return true;
+		if ((kind == SB_CALL_STAT || kind == SB_CALL_LIST) && path &&
+		    has_key(q, path, TAG_MADE + 1))
+			return true;
+		if (kind == SB_CALL_LIST && path && has_key(q, path, TAG_MADE + 2))
+			return true;
+	}
 	switch (kind) {
 	case SB_CALL_STAT:
 		return q->nfiles > 0 || (path && rmq_dir_removed_below(q, path, 1));

@@ -1,15 +1,18 @@
-/* The ordered queue of write-back's pending removes, and the set of paths
- * it covers (queued or being removed), so a stat or a listing can treat
- * them as gone before they land. Pure data: no locking, no backend.
+/* The ordered queue of write-back's pending removes and mkdirs, and the
+ * set of paths it covers (queued or landing), so a stat or a listing can
+ * treat a removed path as gone before it lands, and a call on or below a
+ * made one waits for it. Pure data: no locking, no backend.
  *
  * Paths are absolute guest paths without a trailing slash. A path is gone
- * when it or one of its ancestors is in the set. */
+ * when it or one of its ancestors is removed and none is made. */
 #ifndef SBFS_WB_REMOVES_QUEUE_H
 #define SBFS_WB_REMOVES_QUEUE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <sys/types.h>
 
 #include "../../backends/backend.h"
 
@@ -22,6 +25,8 @@ struct rmq_file {
 struct rmq_entry {
 	char *path;
 	bool is_dir;
+	bool make;            /* a mkdir (with mode), not a remove */
+	mode_t mode;
 	struct rmq_file file; /* ino 0: the name was the file's only one */
 };
 
@@ -34,6 +39,7 @@ struct rmq {
 	struct rmq_slot **buckets;
 	size_t nbuckets, nset; /* set: pending and taken, not yet done, and
 				* two ancestor keys per directory among them */
+	size_t nmade;          /* mkdirs pending and taken */
 	struct rmq_file *files; /* of the entries pending and taken that
 				 * name a file with other names */
 	size_t nfiles, files_cap;
@@ -45,6 +51,8 @@ void rmq_free(struct rmq *q);
 int rmq_push(struct rmq *q, const char *path, bool is_dir);
 /* The same for a name of file, which has other names. */
 int rmq_push_linked(struct rmq *q, const char *path, struct rmq_file file);
+/* Appends a mkdir of path with mode; 0 or -ENOMEM. */
+int rmq_push_mkdir(struct rmq *q, const char *path, mode_t mode);
 size_t rmq_pending(const struct rmq *q);
 /* Moves the oldest pending entries out (at most max, and max_bytes of
  * path unless that leaves none): *out gets a malloc'd array whose paths
@@ -54,6 +62,8 @@ size_t rmq_take(struct rmq *q, size_t max, size_t max_bytes,
 /* Taken entries landed (or failed): out of the set; frees v and paths. */
 void rmq_done(struct rmq *q, struct rmq_entry *v, size_t n);
 bool rmq_gone(const struct rmq *q, const char *path);
+/* Whether path is a queued (or landing) mkdir's, or below one. */
+bool rmq_made(const struct rmq *q, const char *path);
 /* rmq_gone(dir + "/" + name) */
 bool rmq_gone_in(const struct rmq *q, const char *dir, const char *name);
 /* Whether a directory levels (1 or 2) below dir is queued or being
@@ -65,6 +75,9 @@ bool rmq_names_file(const struct rmq *q, struct rmq_file file);
 
 /* Whether the queue must land before a call of this kind on path (and
  * to, its second path; NULL: none or unknown) goes to the sandbox:
+ *   any call on or below a queued mkdir's path, and a stat or listing
+ *   of its parent (which counts it, or names it) or a listing of its
+ *   grandparent (which counts the parent's subdirectories);
  *   a stat or listing whose answer counts a queued remove: a link count
  *   of a directory (rmq_dir_removed_below) or of a file with other names
  *   (any stat or listing while one is queued: which names are its other

@@ -372,6 +372,11 @@ int wb_queue_remove(struct fs *fs, const char *guest_path, bool is_dir,
 		      : -EAGAIN;
 }
 
+int wb_queue_mkdir(struct fs *fs, const char *guest_path, mode_t mode)
+{
+	return fs->wb ? wbr_queue_mkdir(fs->wb->rm, guest_path, mode) : -EAGAIN;
+}
+
 void wb_drain_removes_of(struct fs *fs, uint64_t dev, uint64_t ino)
 {
 	if (fs->wb && ino)

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct fs;
 struct node;
@@ -43,6 +44,9 @@ void wb_drain(struct fs *fs);
  * (default mode, or it could not queue). */
 int wb_queue_remove(struct fs *fs, const char *guest_path, bool is_dir,
 		    uint64_t dev, uint64_t ino);
+/* Queues a mkdir of a guest path whose name is known absent: 0, or
+ * negative when it must go to the sandbox now. */
+int wb_queue_mkdir(struct fs *fs, const char *guest_path, mode_t mode);
 /* Lands the queued removes now (fsync, fsyncdir). */
 void wb_drain_removes(struct fs *fs);
 /* Lands them now if a name of the sandbox file (dev, ino) is among them:

@@ -427,13 +427,19 @@ static int op_stat(struct sb_backend *b, const char *path, struct stat *st,
 	LEAVE();
 }
 
+static int mkdir_locked(struct mem *m, const char *path, mode_t mode)
+{
+	struct mnode *n;
+	int r = make(m, path, S_IFDIR | (mode & 07777), &n);
+	if (r == 0)
+		log_line(m, "mkdir", path, NULL);
+	return r;
+}
+
 static int op_mkdir(struct sb_backend *b, const char *path, mode_t mode)
 {
 	ENTER(SB_CALL_MKDIR, path);
-	struct mnode *n;
-	r = make(m, path, S_IFDIR | (mode & 07777), &n);
-	if (r == 0)
-		log_line(m, "mkdir", path, NULL);
+	r = mkdir_locked(m, path, mode);
 	LEAVE();
 }
 
@@ -463,12 +469,14 @@ static int op_remove(struct sb_backend *b, const char *path, bool is_dir)
 	LEAVE();
 }
 
-static int op_remove_many(struct sb_backend *b, struct sb_remove *v, size_t n)
+static int op_ns_many(struct sb_backend *b, struct sb_ns_change *v, size_t n)
 {
-	ENTER(SB_CALL_REMOVE, NULL);
+	ENTER(v[0].make ? SB_CALL_MKDIR : SB_CALL_REMOVE, NULL);
 	for (size_t i = 0; i < n; i++) {
-		v[i].rc = fault(m, SB_CALL_REMOVE, v[i].path);
-		if (v[i].rc == 0)
+		v[i].rc = fault(m, v[i].make ? SB_CALL_MKDIR : SB_CALL_REMOVE, v[i].path);
+		if (v[i].rc == 0 && v[i].make)
+			v[i].rc = mkdir_locked(m, v[i].path, v[i].mode);
+		else if (v[i].rc == 0)
 			v[i].rc = remove_locked(m, v[i].path, v[i].is_dir);
 		if (v[i].rc < 0 && r == 0)
 			r = v[i].rc;
@@ -631,7 +639,7 @@ static const struct sb_backend_ops mem_ops = {
 	.symlink = op_symlink,
 	.readlink = op_readlink,
 	.link = op_link,
-	.remove_many = op_remove_many,
+	.ns_many = op_ns_many,
 };
 
 /* ---- test side ---- */

@@ -809,6 +809,55 @@ static void test_writeback_link_to_unknown_name_is_not_deferred(void)
 	teardown(&t);
 }
 
+/* ---- write-back: queued mkdir ---- */
+
+/* A mkdir where the name is known absent (the root listed) returns at
+ * once; the mkdirs land in one call, before what is written below them. */
+static void test_writeback_mkdir_queued(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	list_dir(&t, ROOT);
+	mem_log_clear(t.b);
+	wb_paths_write_lock(&t.fs);
+	struct fs_entry a, b, c;
+	CHECK_INT(fs_mkdir(&t.fs, ROOT, "a", 0750, &a), 0);
+	CHECK_INT(fs_mkdir(&t.fs, ROOT, "b", 0755, &b), 0);
+	CHECK_INT(fs_mkdir(&t.fs, a.ino, "c", 0755, &c), 0);
+	CHECK_INT(mem_calls(t.b, SB_CALL_MKDIR), 0);
+	CHECK(look(&t, c.ino, "x") == 0); /* a new directory: known empty */
+	struct fs_open o;
+	uint64_t f = make_file(&t, c.ino, "f", "deep", &o);
+	CHECK_INT(fs_flush(&t.fs, f, o.fh), 0);
+	fs_release(&t.fs, f, o.fh);
+	CHECK_INT(mem_calls(t.b, SB_CALL_MKDIR), 0);
+	wb_paths_unlock(&t.fs);
+	char msg[256] = "";
+	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
+	check_log(&t, "mkdir " W "/a\nmkdir " W "/b\nmkdir " W "/a/c\nwrite " W "/a/c/f\n");
+	CHECK_INT(mem_calls(t.b, SB_CALL_MKDIR), 1);
+	check_content(&t, W "/a/c/f", "deep");
+	struct stat st;
+	double timeout;
+	CHECK_INT(fs_getattr(&t.fs, a.ino, &st, &timeout), 0);
+	CHECK_INT(st.st_mode & 07777, 0750);
+	teardown(&t);
+}
+
+/* Where the sandbox may have the name (the parent never listed), the
+ * sandbox answers: EEXIST for a directory made behind the mount's back. */
+static void test_writeback_mkdir_of_unknown_name_asks(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	mem_put(t.b, W "/d/keep", "1");
+	struct fs_entry e;
+	CHECK_INT(fs_mkdir(&t.fs, ROOT, "d", 0755, &e), -EEXIST);
+	CHECK_INT(fs_mkdir(&t.fs, ROOT, "n", 0755, &e), 0);
+	CHECK_INT(mem_calls(t.b, SB_CALL_MKDIR), 2);
+	teardown(&t);
+}
+
 /* ---- answers overtaken by the mount's own changes ---- */
 
 /* What a test does while an answer is on its way (mem_after). */
@@ -1164,6 +1213,8 @@ int main(void)
 	test_writeback_pending_rename_and_unlink();
 	test_writeback_pending_rename_over_sandbox_file();
 	test_writeback_queued_remove();
+	test_writeback_mkdir_queued();
+	test_writeback_mkdir_of_unknown_name_asks();
 	test_writeback_link_waits_for_upload();
 	test_writeback_link_lands_after_upload();
 	test_writeback_link_lands_before_other_changes();

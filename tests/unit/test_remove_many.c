@@ -1,4 +1,4 @@
-/* sb_remove_many against a real local (bubblewrap) sandbox, native and
+/* sb_ns_many against a real local (bubblewrap) sandbox, native and
  * through the shell fallback: order (files before their directory), the
  * per-entry errors, names a shell could misread, one counted call however
  * many entries, and batches past the shell's chunk size. */
@@ -33,7 +33,7 @@ static void errors_and_order(struct sb_backend *b)
 			"printf x > 't/-n' && printf x > 't/sp ace' && "
 			"printf x > \"t/$(printf 'nl\\nx')\" && ln -s /etc t/link && "
 			": > full/keep && : > plain"), 0);
-	struct sb_remove v[] = {
+	struct sb_ns_change v[] = {
 		{.path = "/workspace/t/a"},
 		{.path = "/workspace/t/-n"},
 		{.path = "/workspace/t/sp ace"},
@@ -49,7 +49,7 @@ static void errors_and_order(struct sb_backend *b)
 	};
 	size_t n = sizeof v / sizeof v[0];
 	uint64_t c0 = atomic_load(&b->counters.calls[SB_CALL_REMOVE]);
-	int rc = sb_remove_many(b, v, n);
+	int rc = sb_ns_many(b, v, n);
 	CHECK_INT(atomic_load(&b->counters.calls[SB_CALL_REMOVE]) - c0, 1);
 	for (size_t i = 0; i < 7; i++)
 		CHECK_INT(v[i].rc, 0);
@@ -73,16 +73,16 @@ static void many(struct sb_backend *b)
 	CHECK_INT(sh(b, "cd /workspace && mkdir big && cd big && i=0; "
 			"while [ $i -lt 3000 ]; do : > f_$i.with-a-rather-long-name-to-fill-the-chunk; "
 			"i=$((i+1)); done"), 0);
-	struct sb_remove *v = calloc(N + 1, sizeof *v);
+	struct sb_ns_change *v = calloc(N + 1, sizeof *v);
 	char **paths = calloc(N, sizeof *paths);
 	for (int i = 0; i < N; i++) {
 		if (asprintf(&paths[i], "/workspace/big/f_%d.with-a-rather-long-name-to-fill-the-chunk", i) < 0)
 			paths[i] = NULL;
 		v[i].path = paths[i];
 	}
-	v[N] = (struct sb_remove){.path = "/workspace/big", .is_dir = true};
+	v[N] = (struct sb_ns_change){.path = "/workspace/big", .is_dir = true};
 	uint64_t c0 = atomic_load(&b->counters.calls[SB_CALL_REMOVE]);
-	CHECK_INT(sb_remove_many(b, v, N + 1), 0);
+	CHECK_INT(sb_ns_many(b, v, N + 1), 0);
 	CHECK_INT(atomic_load(&b->counters.calls[SB_CALL_REMOVE]) - c0, 1);
 	size_t bad = 0;
 	for (int i = 0; i <= N; i++)

@@ -149,24 +149,24 @@ static void queue_twice_and_budget(void)
 
 static void report_parser(void)
 {
-	struct sb_remove v[4] = {
+	struct sb_ns_change v[4] = {
 		{.path = "/w/a"}, {.path = "/w/d", .is_dir = true},
 		{.path = "/w/b"}, {.path = "/w/e", .is_dir = true},
 	};
-	CHECK_INT(shell_parse_remove_report(L("DONE 4\n"), v, 4), 0);
+	CHECK_INT(shell_parse_ns_report(L("DONE 4\n"), v, 4), 0);
 	for (int i = 0; i < 4; i++)
 		CHECK_INT(v[i].rc, 0);
-	CHECK_INT(shell_parse_remove_report(L("FAIL 1 105\nFAIL 2 100\nFAIL 3 103\nDONE 4\n"), v, 4), 0);
+	CHECK_INT(shell_parse_ns_report(L("FAIL 1 105\nFAIL 2 100\nFAIL 3 103\nDONE 4\n"), v, 4), 0);
 	CHECK_INT(v[0].rc, 0);
 	CHECK_INT(v[1].rc, -ENOTEMPTY);
 	CHECK_INT(v[2].rc, -ENOENT);
 	CHECK_INT(v[3].rc, -ENOTDIR);
-	CHECK_INT(shell_parse_remove_report(L("FAIL 0 106\nFAIL 2 102\nDONE 4\n"), v, 4), 0);
+	CHECK_INT(shell_parse_ns_report(L("FAIL 0 106\nFAIL 2 102\nDONE 4\n"), v, 4), 0);
 	CHECK_INT(v[0].rc, -EACCES);
 	CHECK_INT(v[2].rc, -EISDIR);
 	CHECK_INT(v[1].rc, 0);
 	/* an unknown code is still a failure */
-	CHECK_INT(shell_parse_remove_report(L("FAIL 0 42\nDONE 4\n"), v, 4), 0);
+	CHECK_INT(shell_parse_ns_report(L("FAIL 0 42\nDONE 4\n"), v, 4), 0);
 	CHECK_INT(v[0].rc, -EPROTO);
 
 	static const char *const bad[] = {
@@ -185,7 +185,7 @@ static void report_parser(void)
 		"DONE 4x\n",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		int rc = shell_parse_remove_report(bad[i], strlen(bad[i]), v, 4);
+		int rc = shell_parse_ns_report(bad[i], strlen(bad[i]), v, 4);
 		if (rc != -EPROTO)
 			fprintf(stderr, "accepted bad report #%zu\n", i);
 		CHECK_INT(rc, -EPROTO);
@@ -194,7 +194,7 @@ static void report_parser(void)
 	memset(big, '1', sizeof big);
 	memcpy(big, "FAIL ", 5);
 	big[sizeof big - 1] = '\n';
-	CHECK_INT(shell_parse_remove_report(big, sizeof big, v, 4), -EPROTO);
+	CHECK_INT(shell_parse_ns_report(big, sizeof big, v, 4), -EPROTO);
 }
 
 /* An rmdir queues only where ENOTEMPTY is ruled out. */
@@ -345,6 +345,44 @@ static void which_calls_wait(void)
 	rmq_free(&q);
 }
 
+/* A queued mkdir: every call on or below its path waits, and a stat or
+ * listing that would count or name it; its path is never gone, even
+ * after a remove of the same name (only the sandbox, once the queue has
+ * landed, tells which came last). */
+static void queued_mkdir(void)
+{
+	struct rmq q;
+	rmq_init(&q);
+	CHECK_INT(rmq_push(&q, "/w/d/f", false), 0);
+	CHECK_INT(rmq_push(&q, "/w/d", true), 0);
+	CHECK_INT(rmq_push_mkdir(&q, "/w/d", 0750), 0);
+	CHECK(rmq_made(&q, "/w/d"));
+	CHECK(rmq_made(&q, "/w/d/x/y"));
+	CHECK(!rmq_made(&q, "/w/d2"));
+	CHECK(!rmq_made(&q, "/w"));
+	CHECK(!rmq_gone(&q, "/w/d"));
+	CHECK(!rmq_gone(&q, "/w/d/f"));
+	CHECK(rmq_call_waits(&q, SB_CALL_WRITE, "/w/d/new", NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_SYMLINK, "t", "/w/d/s"));
+	CHECK(rmq_call_waits(&q, SB_CALL_STAT, "/w/d", NULL));
+	CHECK(rmq_call_waits(&q, SB_CALL_STAT, "/w", NULL));  /* its link count */
+	CHECK(rmq_call_waits(&q, SB_CALL_LIST, "/w", NULL));  /* names it */
+	CHECK(rmq_call_waits(&q, SB_CALL_LIST, "/", NULL));   /* counts /w's dirs */
+	CHECK(!rmq_call_waits(&q, SB_CALL_WRITE, "/w/e/f", NULL));
+	CHECK(!rmq_call_waits(&q, SB_CALL_STAT, "/w/e", NULL));
+
+	struct rmq_entry *e;
+	CHECK_INT(rmq_take(&q, 8, 1 << 20, &e), 3);
+	CHECK(e[2].make && e[2].mode == 0750 && !e[0].make);
+	CHECK(rmq_made(&q, "/w/d")); /* landing: still waited for */
+	rmq_done(&q, e, 3);
+	CHECK(!rmq_made(&q, "/w/d"));
+	CHECK(!rmq_call_waits(&q, SB_CALL_WRITE, "/w/d/new", NULL));
+	CHECK(!rmq_call_waits(&q, SB_CALL_LIST, "/w", NULL));
+	CHECK_INT(q.nset, 0);
+	rmq_free(&q);
+}
+
 int main(void)
 {
 	queue_order_and_set();
@@ -355,5 +393,6 @@ int main(void)
 	rmdir_can_queue();
 	exec_quiet_mark();
 	forgotten_child_invalidates_listing();
+	queued_mkdir();
 	return unit_done("wb_removes");
 }
