@@ -443,6 +443,17 @@ static int op_mkdir(struct sb_backend *b, const char *path, mode_t mode)
 	LEAVE();
 }
 
+/* The other entries of a linked file (op_link) lose a link. */
+static void unlinked_from(struct mnode *d, const struct mnode *gone)
+{
+	for (struct mnode *k = d->kids; k; k = k->next) {
+		if (S_ISDIR(k->st.st_mode))
+			unlinked_from(k, gone);
+		else if (k != gone && k->st.st_ino == gone->st.st_ino && k->st.st_nlink > 1)
+			k->st.st_nlink--;
+	}
+}
+
 static int remove_locked(struct mem *m, const char *path, bool is_dir)
 {
 	struct mnode *n = walk(m, path, NULL, NULL);
@@ -455,6 +466,8 @@ static int remove_locked(struct mem *m, const char *path, bool is_dir)
 	if (is_dir && n->kids)
 		return -ENOTEMPTY;
 	struct mnode *d = n->parent;
+	if (!is_dir && n->st.st_nlink > 1)
+		unlinked_from(m->root, n);
 	detach(n);
 	node_free(n);
 	touch(m, d);

@@ -789,6 +789,35 @@ static void test_writeback_link_lands_before_other_changes(void)
 	teardown(&t);
 }
 
+/* The kernel holds the old name with the file's node: a coherence point
+ * (which evicts what the kernel has forgotten) keeps the alias, and an
+ * unlink of the file's own name leaves that node under the old name. */
+static void test_writeback_link_alias_outlives_refresh(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	uint64_t a;
+	uint64_t o = pending_file_in_new_dir(&t, "o", "a", "data", &a);
+	struct fs_entry e;
+	struct fs_later later = {0};
+	CHECK_INT(fs_link(&t.fs, a, o, "b", &e, &later), 0);
+	wb_paths_unlock(&t.fs);
+	char msg[256] = "";
+	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0); /* landed */
+	fs_invalidate(&t.fs, "/");
+	CHECK_INT(fs_unlink(&t.fs, o, "b"), 0);
+	struct stat st;
+	double timeout;
+	CHECK_INT(fs_getattr(&t.fs, a, &st, &timeout), 0);
+	CHECK_INT(st.st_nlink, 1);
+	CHECK_INT(look(&t, o, "a"), a);
+	CHECK_INT(look(&t, o, "b"), 0);
+	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
+	check_content(&t, W "/o/a", "data");
+	CHECK(!mem_exists(t.b, W "/o/b"));
+	teardown(&t);
+}
+
 /* A name the sandbox may have (the directory's listing is not current):
  * the link goes to the sandbox now, after the upload. */
 static void test_writeback_link_to_unknown_name_is_not_deferred(void)
@@ -1218,6 +1247,7 @@ int main(void)
 	test_writeback_link_waits_for_upload();
 	test_writeback_link_lands_after_upload();
 	test_writeback_link_lands_before_other_changes();
+	test_writeback_link_alias_outlives_refresh();
 	test_writeback_link_to_unknown_name_is_not_deferred();
 	test_answers_overtaken();
 	test_failures();
