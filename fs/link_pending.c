@@ -127,6 +127,10 @@ static void drop_alias(struct node_table *t, struct node *n, struct node *s)
 		n->st.st_ctim = p->st.st_ctim;
 	}
 	n->st.st_nlink = 1;
+	/* One name again: the identity become_alias gave it goes, or the
+	 * sandbox's inode, once told, would look like another file's. */
+	if (n->guest_dev == NODE_DEV_OURS && n->guest_ino == n->ino)
+		n->guest_ino = n->guest_dev = 0;
 	node_detach(t, s);
 }
 

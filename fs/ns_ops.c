@@ -463,6 +463,28 @@ static void share_content_with_link(struct fs *fs, uint64_t ino, uint64_t new_in
 	file_state_free(c);
 }
 
+/* The file's other names count the new one too. Where the stat tells
+ * no inode, they are the names the mount's own links gave one identity
+ * (record_link), and the count the old name's plus one, taken before
+ * they move: inode 0 would name every file the sandbox told none of.
+ * Table lock NOT held. */
+static void relink_others(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	dev_t dev = st->st_dev;
+	ino_t file = st->st_ino;
+	if (file == 0) {
+		table_lock(fs);
+		struct node *old = node_by_ino(&fs->t, ino);
+		dev = old ? old->guest_dev : 0;
+		file = old ? old->guest_ino : 0;
+		if (st->st_nlink == 0 && old)
+			st->st_nlink = (old->st.st_nlink ? old->st.st_nlink : 1) + 1;
+		table_unlock(fs);
+	}
+	if (file)
+		fs_same_file_relinked(fs, dev, file, 1, false);
+}
+
 int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	    const char *newname, struct fs_entry *e, struct fs_later *later)
 {
@@ -492,7 +514,7 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	free(from);
 	free(to);
 	if (err == 0) {
-		fs_same_file_relinked(fs, st.st_dev, st.st_ino, 1, false);
+		relink_others(fs, ino, &st);
 		err = record_link(fs, ino, newparent, newname, &st, target, e);
 		if (err == 0)
 			share_content_with_link(fs, ino, e->ino);

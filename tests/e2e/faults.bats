@@ -154,7 +154,10 @@ pending_is() {
 @test "the sandbox killed mid-call: said once in the log and status, later ops fail fast, unmount works" {
 	mount_sbfs -o "inject_faults=kill:mkdir:1"
 	echo before >"$MNT/kept"
-	run timeout 120 mkdir "$MNT/d"
+	# in a directory the mount never listed: the mkdir goes to the
+	# sandbox now in every mode (write-back queues one it knows absent)
+	sb mkdir "$WS/unlisted"
+	run timeout 120 mkdir "$MNT/unlisted/d"
 	assert_status 1
 	poll 30 state_is_dead || fail "status does not say the sandbox is dead"
 	[[ -n $(status_field '.reason') ]] || fail "no reason in status"

@@ -44,6 +44,7 @@ struct mem {
 	pthread_cond_t hold_cv;
 	char *log;
 	size_t log_len;
+	bool no_inodes;   /* mem_tell_no_inodes */
 };
 
 static struct mem *mem_of(struct sb_backend *b) { return b->priv; }
@@ -391,6 +392,17 @@ static int op_write_file(struct sb_backend *b, struct sb_upload *u)
 	LEAVE();
 }
 
+/* What a stat, listing or link tells of n. m->lock held. */
+static struct stat told(const struct mem *m, const struct mnode *n)
+{
+	struct stat st = n->st;
+	if (m->no_inodes && !S_ISDIR(st.st_mode)) {
+		st.st_ino = 0;
+		st.st_nlink = 0;
+	}
+	return st;
+}
+
 static int op_list_dir(struct sb_backend *b, const char *path,
 		       struct sb_dirlist *out)
 {
@@ -406,7 +418,7 @@ static int op_list_dir(struct sb_backend *b, const char *path,
 			r = -ENOMEM;
 			break;
 		}
-		e->st = k->st;
+		e->st = told(m, k);
 		e->link_target = k->link ? strdup(k->link) : NULL;
 	}
 	LEAVE();
@@ -420,7 +432,7 @@ static int op_stat(struct sb_backend *b, const char *path, struct stat *st,
 	if (!n) {
 		r = -ENOENT;
 	} else {
-		*st = n->st;
+		*st = told(m, n);
 		if (link_target)
 			*link_target = n->link ? strdup(n->link) : NULL;
 	}
@@ -614,7 +626,7 @@ static int op_link(struct sb_backend *b, const char *from, const char *to,
 			copy->data = malloc((size_t)n->st.st_size + 1);
 			memcpy(copy->data, n->data, (size_t)n->st.st_size + 1);
 		}
-		*st = copy->st;
+		*st = told(m, copy);
 		log_line(m, "link", from, to);
 	}
 	LEAVE();
@@ -750,6 +762,14 @@ void mem_hold_reads(struct sb_backend *b, enum mem_hold hold)
 	pthread_mutex_lock(&m->lock);
 	m->hold_reads = hold;
 	pthread_cond_broadcast(&m->hold_cv);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void mem_tell_no_inodes(struct sb_backend *b)
+{
+	struct mem *m = mem_of(b);
+	pthread_mutex_lock(&m->lock);
+	m->no_inodes = true;
 	pthread_mutex_unlock(&m->lock);
 }
 

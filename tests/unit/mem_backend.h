@@ -55,6 +55,10 @@ void mem_hold_reads(struct sb_backend *b, enum mem_hold hold);
 /* The changing calls so far, one line each ("write /workspace/a",
  * "rename /workspace/a /workspace/b", "remove /workspace/a", "mkdir ...");
  * the string stays valid until the next call. */
+/* Stats, listings and links tell no inode and no link count from now
+ * on, as docker's archive stat and modal's and e2b's listings. */
+void mem_tell_no_inodes(struct sb_backend *b);
+
 const char *mem_log(struct sb_backend *b);
 void mem_log_clear(struct sb_backend *b);
 

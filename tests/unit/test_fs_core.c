@@ -665,6 +665,18 @@ static uint64_t pending_file_in_new_dir(struct t *t, const char *dir,
 	return e.ino;
 }
 
+/* pending_file_in_new_dir's o/a, holding "data", linked to o/b: the
+ * link deferred, both names the file's node. o's inode. */
+static uint64_t pending_file_linked(struct t *t, uint64_t *a)
+{
+	uint64_t o = pending_file_in_new_dir(t, "o", "a", "data", a);
+	struct fs_entry e;
+	struct fs_later later = {0};
+	CHECK_INT(fs_link(&t->fs, *a, o, "b", &e, &later), 0);
+	CHECK_INT(e.ino, *a);
+	return o;
+}
+
 struct named_entry {
 	const char *name;
 	uint64_t ino;
@@ -763,10 +775,9 @@ static void test_writeback_link_lands_before_other_changes(void)
 	struct t t;
 	setup_with(&t, true, 0);
 	uint64_t a;
-	uint64_t o = pending_file_in_new_dir(&t, "o", "a", "data", &a);
+	uint64_t o = pending_file_linked(&t, &a);
 	struct fs_entry e;
 	struct fs_later later = {0};
-	CHECK_INT(fs_link(&t.fs, a, o, "b", &e, &later), 0);
 	wb_paths_unlock(&t.fs); /* the rename takes it for reading */
 	CHECK_INT(fs_rename(&t.fs, o, "a", o, "c", 0), 0);
 	check_log(&t, "write " W "/o/b\nlink " W "/o/b " W "/o/a\nrename " W "/o/a " W "/o/c\n");
@@ -797,10 +808,7 @@ static void test_writeback_link_alias_outlives_refresh(void)
 	struct t t;
 	setup_with(&t, true, 0);
 	uint64_t a;
-	uint64_t o = pending_file_in_new_dir(&t, "o", "a", "data", &a);
-	struct fs_entry e;
-	struct fs_later later = {0};
-	CHECK_INT(fs_link(&t.fs, a, o, "b", &e, &later), 0);
+	uint64_t o = pending_file_linked(&t, &a);
 	wb_paths_unlock(&t.fs);
 	char msg[256] = "";
 	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0); /* landed */
@@ -835,6 +843,35 @@ static void test_writeback_link_to_unknown_name_is_not_deferred(void)
 	CHECK(e.ino != a);
 	check_log(&t, "write " W "/o/a\nlink " W "/o/a " W "/old/b\n");
 	wb_paths_unlock(&t.fs);
+	teardown(&t);
+}
+
+/* ---- hard links where the sandbox tells no inode ---- */
+
+/* The names the mount's own links made count each new one; a file the
+ * sandbox told no inode of is no name of theirs (inode 0 named them all). */
+static void test_link_counts_without_inodes(void)
+{
+	struct t t;
+	setup(&t);
+	mem_tell_no_inodes(t.b);
+	mem_put(t.b, W "/f", "data");
+	mem_put(t.b, W "/x", "other");
+	uint64_t f = look(&t, ROOT, "f"), x = look(&t, ROOT, "x");
+	CHECK(f && x);
+	struct fs_entry g, h;
+	struct fs_later later = {0};
+	CHECK_INT(fs_link(&t.fs, f, ROOT, "g", &g, &later), 0);
+	CHECK_INT(fs_link(&t.fs, f, ROOT, "h", &h, &later), 0);
+	struct stat st;
+	double timeout;
+	uint64_t names[] = {f, g.ino, h.ino};
+	for (size_t i = 0; i < 3; i++) {
+		CHECK_INT(fs_getattr(&t.fs, names[i], &st, &timeout), 0);
+		CHECK_INT(st.st_nlink, 3);
+	}
+	CHECK_INT(fs_getattr(&t.fs, x, &st, &timeout), 0);
+	CHECK_INT(st.st_nlink, 1);
 	teardown(&t);
 }
 
@@ -1242,6 +1279,7 @@ int main(void)
 	test_writeback_pending_rename_and_unlink();
 	test_writeback_pending_rename_over_sandbox_file();
 	test_writeback_queued_remove();
+	test_link_counts_without_inodes();
 	test_writeback_mkdir_queued();
 	test_writeback_mkdir_of_unknown_name_asks();
 	test_writeback_link_waits_for_upload();
