@@ -51,11 +51,11 @@ def name_of(table, i):
         return str(i)
 
 
-def rfc3339(t):
-    sec = int(t)
-    ns = int(round((t - sec) * 1e9))
-    if ns >= 1000000000:
-        sec, ns = sec + 1, ns - 1000000000
+def rfc3339(t_ns):
+    """From whole nanoseconds, as envd formats a Go time: a float of
+    seconds since 1970 keeps about a quarter of a microsecond, so a time
+    just before a second could round up into the next."""
+    sec, ns = divmod(t_ns, 1000000000)
     base = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
     return base + (".%09d" % ns).rstrip("0").rstrip(".") + "Z"
 
@@ -71,7 +71,7 @@ def entry(path):
          "size": str(st.st_size), "permissions": go_mode_string(st.st_mode),
          "owner": name_of(pwd.getpwuid, st.st_uid),
          "group": name_of(grp.getgrgid, st.st_gid),
-         "modifiedTime": rfc3339(st.st_mtime)}
+         "modifiedTime": rfc3339(st.st_mtime_ns)}
     target = st
     if stat.S_ISLNK(st.st_mode):
         # type and mode describe the target; the target is the resolved path
