@@ -223,12 +223,19 @@ void fs_send_later(struct fs *fs, const struct fs_later *later)
 		fs_notify_inode(fs, later->inval_attrs, -1, 0);
 }
 
+uint64_t fs_listing_exec_mark(struct fs *fs, const struct node *dir)
+{
+	/* watched: a listing no reported change forgot is current once the
+	 * last command's changes are in */
+	return atomic_load(&fs->watched) ? atomic_load(&fs->settled_exec_mark)
+					 : dir->list_exec_mark;
+}
+
 bool fs_name_known_absent(struct fs *fs, struct node *dir, const char *name)
 {
 	struct timespec now = fs_now();
 	if (!node_list_fresh(&fs->t, dir, &now) || node_child(&fs->t, dir, name))
 		return false;
-	uint64_t mark = atomic_load(&fs->watched) ? atomic_load(&fs->settled_exec_mark)
-						  : dir->list_exec_mark;
+	uint64_t mark = fs_listing_exec_mark(fs, dir);
 	return mark != SB_EXEC_BUSY && mark == sb_exec_quiet_mark(fs->b);
 }

@@ -30,6 +30,9 @@ void fs_record_attr(struct fs *fs, struct node *n, uint64_t since, struct stat *
  * the sandbox what it just did. Table lock held. */
 void fs_record_new(struct fs *fs, struct node *n, mode_t mode, off_t size,
 		   const char *link);
+/* sb_exec_quiet_mark as of dir's cached listing: while it is still the
+ * mark, no command can have changed dir since. Table lock held. */
+uint64_t fs_listing_exec_mark(struct fs *fs, const struct node *dir);
 /* Whether name is certainly absent from directory dir in the sandbox:
  * dir's listing is fresh, names nothing there, and no command can have
  * changed it since. What write-back may queue a change on without asking

@@ -36,10 +36,7 @@ static bool known_empty(struct fs *fs, const struct node *dir,
 		.has_children = dir->children != NULL,
 		.pending_upload = pending_upload_below(dir),
 		.list_fresh = node_list_fresh(&fs->t, dir, now),
-		/* watched: a listing no reported change forgot is current
-		 * once the last command's changes are in */
-		.list_exec_mark = atomic_load(&fs->watched) ? atomic_load(&fs->settled_exec_mark)
-							    : dir->list_exec_mark,
+		.list_exec_mark = fs_listing_exec_mark(fs, dir),
 		.exec_mark = sb_exec_quiet_mark(fs->b),
 	};
 	return wbr_rmdir_can_queue(&v);

@@ -156,11 +156,10 @@ static int remember(struct local_watch *w, int wd, const char *rel)
 
 /* Opens rel beneath the workspace as the guest would reach it without
  * symlinks: the watch is on that directory, whatever replaces a name on
- * the way meanwhile. */
-/* O_NOATIME: the watch's own scan of a directory must not change it (a
- * readdir under relatime moves an atime that a utimens just set older
- * than the mtime); where the daemon may not ask that (not the owner),
- * the scan goes without. */
+ * the way meanwhile. O_NOATIME: the watch's own scan of a directory must
+ * not change it (a readdir under relatime moves an atime that a utimens
+ * just set older than the mtime); where the daemon may not ask that (not
+ * the owner), the scan goes without. */
 static int open_dir(struct local_watch *w, const char *rel)
 {
 	struct local *l = w->b->priv;

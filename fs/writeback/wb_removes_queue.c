@@ -311,6 +311,19 @@ static bool in_set(const struct rmq *q, const char *path, size_t len)
 	return s && *s;
 }
 
+/* Whether key (skip bytes of tag, then a path) or the key of one of the
+ * path's ancestors is in the set: the path itself, then "/a/b/c": "/a/b",
+ * "/a". */
+static bool key_or_ancestor_in_set(const struct rmq *q, const char *key, size_t skip)
+{
+	const char *path = key + skip;
+	size_t len = strlen(path);
+	for (size_t l = len; l > 0; l--)
+		if ((l == len || path[l] == '/') && in_set(q, key, skip + l))
+			return true;
+	return false;
+}
+
 /* Whether the key of path or of one of its ancestors, under tag, is in
  * the set. */
 static bool covered(const struct rmq *q, const char *path, int tag)
@@ -322,10 +335,7 @@ static bool covered(const struct rmq *q, const char *path, int tag)
 		return true; /* no memory: as if covered (the queue lands) */
 	k[0] = (char)tag;
 	memcpy(k + 1, path, len + 1);
-	bool hit = false;
-	for (size_t l = len; l > 0 && !hit; l--)
-		if (l == len || path[l] == '/')
-			hit = in_set(q, k, l + 1);
+	bool hit = key_or_ancestor_in_set(q, k, 1);
 	if (k != stackbuf)
 		free(k);
 	return hit;
@@ -363,15 +373,7 @@ bool rmq_gone(const struct rmq *q, const char *path)
 	 * the queue has landed, tells which came last */
 	if (rmq_made(q, path))
 		return false;
-	size_t len = strlen(path);
-	/* the path itself, then each ancestor ("/a/b/c": "/a/b", "/a") */
-	for (size_t l = len; l > 0; l--) {
-		if (l != len && path[l] != '/')
-			continue;
-		if (in_set(q, path, l))
-			return true;
-	}
-	return false;
+	return key_or_ancestor_in_set(q, path, 0);
 }
 
 bool rmq_gone_in(const struct rmq *q, const char *dir, const char *name)
