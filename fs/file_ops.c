@@ -62,7 +62,7 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 	/* Close-to-open: a fresh size and mtime decide whether the page
 	 * cache and a kept spool still hold the sandbox's content. */
 	if (!created && !fs_attr_fresh(fs, n, &now))
-		n = fs_refresh_attr(fs, n->parent, n->name, n, &err);
+		n = fs_refresh_attr(fs, NULL, NULL, n, &err);
 	if (n && err == 0 && n->file) {
 		struct file_state *kept = n->file;
 		fs_file_reuse(fs, kept);

@@ -68,69 +68,102 @@ void fs_entries_changed(struct fs *fs, uint64_t ino)
 		node_entries_changed(d);
 }
 
-/* Fetches fresh attributes for n (or its would-be child name under
- * parent when n is NULL). Table lock held on entry and exit, dropped
- * around the backend call. Returns the node or NULL with *err. */
-struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
-				 const char *name, struct node *n, int *err)
+/* How many times a stat overtaken by the mount's own change of the
+ * directory is asked again before the table's view is answered as it is. */
+#define REFRESH_ATTEMPTS 3
+
+/* What the table shows once an answer was overtaken for good: by name,
+ * whatever the name holds now (its attributes the mount's); by node, the
+ * node. */
+static struct node *overtaken_answer(struct fs *fs, struct node *dir,
+				     const char *name, struct node *n, int *err)
 {
-	char *path;
-	if (n) {
-		path = fs_node_guest_path(fs, n, err);
-	} else {
-		char *dir = fs_node_guest_path(fs, parent, err);
-		path = NULL;
-		if (dir && asprintf(&path, "%s/%s",
-				    strcmp(dir, "/") ? dir : "", name) < 0) {
+	if (name)
+		n = dir ? node_child(&fs->t, dir, name) : NULL;
+	if (!n)
+		*err = -ENOENT;
+	return n;
+}
+
+struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
+			     const char *name, struct node *n, int *err)
+{
+	for (int attempt = 1;; attempt++) {
+		struct node *dir = name ? parent : n->parent;
+		char *path;
+		if (!name) {
+			path = fs_node_guest_path(fs, n, err);
+		} else {
+			char *d = fs_node_guest_path(fs, parent, err);
 			path = NULL;
-			*err = -ENOMEM;
+			if (d && asprintf(&path, "%s/%s",
+					  strcmp(d, "/") ? d : "", name) < 0) {
+				path = NULL;
+				*err = -ENOMEM;
+			}
+			free(d);
 		}
-		free(dir);
-	}
-	if (!path)
-		return NULL;
-	uint64_t pino = parent ? parent->ino : 0, nino = n ? n->ino : 0;
-	uint64_t since = fs->changes, landed = n ? n->landed : 0;
-	table_unlock(fs);
-	struct stat st;
-	char *link = NULL;
-	int r = sb_stat(fs->b, path, &st, &link);
-	free(path);
-	table_lock(fs);
-	/* The nodes may have gone while unlocked: look them up again. */
-	parent = pino ? node_by_ino(&fs->t, pino) : NULL;
-	n = nino ? node_by_ino(&fs->t, nino) : NULL;
-	/* An upload landed meanwhile: the answer may predate it, and what
-	 * the node shows (recorded by the upload) is newer. */
-	if (n && n->landed != landed) {
+		if (!path)
+			return NULL;
+		uint64_t dino = dir ? dir->ino : 0, nino = n ? n->ino : 0;
+		uint64_t since = fs->changes, landed = n ? n->landed : 0;
+		uint64_t dir_changes = dir ? dir->entry_changes : 0;
+		table_unlock(fs);
+		struct stat st;
+		char *link = NULL;
+		int r = sb_stat(fs->b, path, &st, &link);
+		free(path);
+		table_lock(fs);
+		/* The nodes may have gone while unlocked: look them up again. */
+		dir = dino ? node_by_ino(&fs->t, dino) : NULL;
+		n = nino ? node_by_ino(&fs->t, nino) : NULL;
+		if (name)
+			parent = dir;
+		/* An upload landed meanwhile: the answer may predate it, and
+		 * what the node shows (recorded by the upload) is newer. */
+		if (n && n->landed != landed) {
+			free(link);
+			return n;
+		}
+		/* The mount changed the directory meanwhile (a rename over
+		 * the name, an unlink, a create): the answer may be of a file
+		 * the name no longer holds, or the node no longer has that
+		 * path. Asked again, of what the name or the node is now. */
+		if (dir && dir->entry_changes != dir_changes) {
+			free(link);
+			if (name)
+				n = node_child(&fs->t, dir, name);
+			if (attempt == REFRESH_ATTEMPTS || (!name && !n))
+				return overtaken_answer(fs, dir, name, n, err);
+			continue;
+		}
+		if (r < 0) {
+			if (r == -ENOENT && n && n->parent &&
+			    (!n->file || n->file->retained))
+				node_detach(&fs->t, n);
+			free(link);
+			*err = r;
+			return NULL;
+		}
+		if (!n) {
+			if (!parent || !name ||
+			    (!parent->parent && parent->ino != NODE_ROOT_INO)) {
+				free(link);
+				*err = -ENOENT;
+				return NULL;
+			}
+			n = node_child_get(&fs->t, parent, name);
+			if (!n) {
+				free(link);
+				*err = -ENOMEM;
+				return NULL;
+			}
+		}
+		if (!n->file || !n->file->dirty)
+			fs_record_attr(fs, n, since, &st, link);
 		free(link);
 		return n;
 	}
-	if (r < 0) {
-		if (r == -ENOENT && n && n->parent &&
-		    (!n->file || n->file->retained))
-			node_detach(&fs->t, n);
-		free(link);
-		*err = r;
-		return NULL;
-	}
-	if (!n) {
-		if (!parent || (!parent->parent && parent->ino != NODE_ROOT_INO)) {
-			free(link);
-			*err = -ENOENT;
-			return NULL;
-		}
-		n = node_child_get(&fs->t, parent, name);
-		if (!n) {
-			free(link);
-			*err = -ENOMEM;
-			return NULL;
-		}
-	}
-	if (!n->file || !n->file->dirty)
-		fs_record_attr(fs, n, since, &st, link);
-	free(link);
-	return n;
 }
 
 /* Runs a path operation on node ino: copies its guest path under the lock

@@ -40,9 +40,11 @@ uint64_t fs_listing_exec_mark(struct fs *fs, const struct node *dir);
 bool fs_name_known_absent(struct fs *fs, struct node *dir, const char *name);
 /* The mount changed an entry of directory ino. Table lock held. */
 void fs_entries_changed(struct fs *fs, uint64_t ino);
-/* Fetches fresh attributes for n (or, n NULL, for the would-be child name
- * of parent). Table lock held on entry and exit, dropped around the
- * backend call. The node, or NULL with *err. */
+/* Fetches fresh attributes: by name (a lookup: name under parent, n the
+ * node the name held, or NULL), the answer is for whatever the name holds
+ * when it arrives; by node (name and parent NULL), for n wherever it is by
+ * then. Table lock held on entry and exit, dropped around the backend
+ * call. The node, or NULL with *err. */
 struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 			     const char *name, struct node *n, int *err);
 /* Guest path of inode ino / of its child name (checked); malloc'd, or

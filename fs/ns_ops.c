@@ -134,7 +134,7 @@ int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st, double *timeout)
 	if (!n)
 		err = -ENOENT;
 	else if (!fs_attr_fresh(fs, n, &now) && !node_removed(n))
-		n = fs_refresh_attr(fs, n->parent, n->name, n, &err);
+		n = fs_refresh_attr(fs, NULL, NULL, n, &err);
 	if (n && err == 0) {
 		fs_node_stat(n, st);
 		if (fs_attr_linked(n) && !(n->file && n->file->dirty))

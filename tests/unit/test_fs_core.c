@@ -997,6 +997,47 @@ static void test_answers_overtaken(void)
 	teardown(&t);
 }
 
+/* Renames "tmp" over "conf" through the mount. */
+static void rename_tmp_over_conf(void *arg)
+{
+	struct meanwhile *w = arg;
+	CHECK_INT(fs_rename(&w->t->fs, ROOT, "tmp", ROOT, "conf", 0), 0);
+}
+
+/* An editor's save (write a temp, rename it over the name) lands while a
+ * lookup of the name is on its way: the lookup answers the file the name
+ * holds now, never the one replaced (the kernel would show its cached
+ * pages, the old content) nor the old file's attributes on the new one. */
+static void test_lookup_overtaken_by_rename(void)
+{
+	for (int cached = 0; cached < 2; cached++) {
+		struct t t;
+		setup(&t);
+		mem_put(t.b, W "/conf", "v1\n");
+		struct meanwhile w = {.t = &t};
+		uint64_t old = 0;
+		if (cached) {
+			/* known from a listing, its attributes since forgotten */
+			list_dir(&t, ROOT);
+			old = look(&t, ROOT, "conf");
+			CHECK(old != 0);
+			fs_invalidate(&t.fs, "/conf");
+		}
+		struct fs_open o;
+		uint64_t tmp = make_file(&t, ROOT, "tmp", "v2 longer\n", &o);
+		CHECK_INT(fs_flush(&t.fs, tmp, o.fh), 0);
+		fs_release(&t.fs, tmp, o.fh);
+		mem_after(t.b, SB_CALL_STAT, rename_tmp_over_conf, &w);
+		struct fs_entry e;
+		CHECK_INT(fs_lookup(&t.fs, ROOT, "conf", &e), 0);
+		CHECK_INT(e.ino, tmp);
+		CHECK(e.ino != old);
+		CHECK_INT(e.attr.st_size, 10);
+		check_content(&t, W "/conf", "v2 longer\n");
+		teardown(&t);
+	}
+}
+
 /* ---- failure paths ---- */
 
 static void test_failures(void)
@@ -1288,6 +1329,7 @@ int main(void)
 	test_writeback_link_alias_outlives_refresh();
 	test_writeback_link_to_unknown_name_is_not_deferred();
 	test_answers_overtaken();
+	test_lookup_overtaken_by_rename();
 	test_failures();
 	test_notifications();
 	test_watched_keeps_what_did_not_change();
