@@ -31,7 +31,10 @@ void fs_fill_entry(const struct fs *fs, const struct node *n,
 	struct timespec now = fs_now();
 	/* Attributes we know to be stale are shown but not cached. */
 	e->attr_timeout = fs_attr_fresh(fs, n, &now) ? fs->cfg.attr_timeout : 0;
-	e->entry_timeout = fs->cfg.attr_timeout;
+	/* A name of a file with several is asked again at each use: the
+	 * kernel holds each name as its own inode, so it takes a rename of
+	 * one onto another for a move (rename_planned). */
+	e->entry_timeout = fs_attr_linked(n) ? 0 : fs->cfg.attr_timeout;
 }
 
 void fs_record_attr(struct fs *fs, struct node *n, uint64_t since, struct stat *st,
@@ -248,12 +251,22 @@ void fs_notify_entry(struct fs *fs, uint64_t parent, const char *name,
 		fs->notify.entry(fs->notify.arg, parent, name, is_dir);
 }
 
+void fs_send_before(struct fs *fs, const struct fs_later *later)
+{
+	if (later->inval_attrs && later->inval_attrs_before)
+		fs_notify_inode(fs, later->inval_attrs, -1, 0);
+}
+
 void fs_send_later(struct fs *fs, const struct fs_later *later)
 {
 	/* Offset -1: attributes only, the page cache is left to the next
 	 * open. */
 	if (later->inval_attrs)
 		fs_notify_inode(fs, later->inval_attrs, -1, 0);
+	for (size_t i = 0; i < sizeof later->inval_names / sizeof later->inval_names[0]; i++)
+		if (later->inval_names[i].parent)
+			fs_notify_entry(fs, later->inval_names[i].parent,
+					later->inval_names[i].name, false);
 }
 
 uint64_t fs_listing_exec_mark(struct fs *fs, const struct node *dir)

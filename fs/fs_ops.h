@@ -38,8 +38,17 @@ struct fs_entry {
  * reply comes): fs_send_later sends them. */
 struct fs_later {
 	uint64_t inval_attrs; /* an inode whose attributes are stale; 0: none */
+	bool inval_attrs_before; /* told before the reply too (fs_send_before) */
+	/* names whose kernel entries are wrong (parent 0: none); the names
+	 * are the request's, valid until its handler returns */
+	struct {
+		uint64_t parent;
+		const char *name;
+	} inval_names[2];
 };
 void fs_send_later(struct fs *fs, const struct fs_later *later);
+/* What of later must also be told before the reply. */
+void fs_send_before(struct fs *fs, const struct fs_later *later);
 
 /* ---- namespace (ns_ops.c, ns_move.c) ---- */
 
@@ -62,9 +71,11 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 	    const char *newname, struct fs_entry *e, struct fs_later *later);
 int fs_unlink(struct fs *fs, uint64_t parent, const char *name);
 int fs_rmdir(struct fs *fs, uint64_t parent, const char *name);
-/* flags: 0 or RENAME_NOREPLACE (anything else is EINVAL). */
+/* flags: 0 or RENAME_NOREPLACE (anything else is EINVAL); later: what to
+ * tell the kernel after the reply (NULL: nothing). */
 int fs_rename(struct fs *fs, uint64_t parent, const char *name,
-	      uint64_t newparent, const char *newname, unsigned flags);
+	      uint64_t newparent, const char *newname, unsigned flags,
+	      struct fs_later *later);
 
 /* ---- files (file_ops.c) ---- */
 

@@ -219,7 +219,9 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct fs *fs = req_fs(req);
 	struct fs_entry e;
 	struct fs_later later = {0};
-	reply_entry(req, fs_link(fs, ino, newparent, newname, &e, &later), &e);
+	int err = fs_link(fs, ino, newparent, newname, &e, &later);
+	fs_send_before(fs, &later);
+	reply_entry(req, err, &e);
 	fs_send_later(fs, &later);
 }
 
@@ -240,8 +242,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      unsigned int flags)
 {
 	counted(req, FRQ_RENAME);
-	fuse_reply_err(req, -fs_rename(req_fs(req), parent, name, newparent,
-				       newname, flags));
+	struct fs *fs = req_fs(req);
+	struct fs_later later = {0};
+	fuse_reply_err(req, -fs_rename(fs, parent, name, newparent, newname,
+				       flags, &later));
+	fs_send_later(fs, &later);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

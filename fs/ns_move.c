@@ -391,7 +391,7 @@ static int record_rename(struct fs *fs, const struct rename_plan *pl,
 static int rename_planned(struct fs *fs, const struct rename_plan *pl,
 			  uint64_t parent, const char *name,
 			  uint64_t newparent, const char *newname,
-			  unsigned flags)
+			  unsigned flags, struct fs_later *later)
 {
 	if (pl->old_not_empty)
 		return -ENOTEMPTY;
@@ -408,10 +408,18 @@ static int rename_planned(struct fs *fs, const struct rename_plan *pl,
 	}
 	/* Two names of one file: rename(2) does nothing and succeeds (a
 	 * sandbox's mv would refuse, "are the same file"). The identity is
-	 * fresh: such names are never served from a cache. */
-	if (pl->same_file)
+	 * fresh: such names are never served from a cache. The kernel, which
+	 * holds each name as its own inode, moves its entry as for any
+	 * rename once the reply comes: both names are asked again then. */
+	if (pl->same_file) {
 		err = 0;
-	else
+		if (later) {
+			later->inval_names[0].parent = parent;
+			later->inval_names[0].name = name;
+			later->inval_names[1].parent = newparent;
+			later->inval_names[1].name = newname;
+		}
+	} else
 		err = rename_in_sandbox(fs, pl, parent, name, newparent, newname, flags);
 	if (err == 0 && !pl->same_file)
 		err = record_rename(fs, pl, parent, name, newparent, newname);
@@ -421,7 +429,8 @@ static int rename_planned(struct fs *fs, const struct rename_plan *pl,
 }
 
 int fs_rename(struct fs *fs, uint64_t parent, const char *name,
-	      uint64_t newparent, const char *newname, unsigned flags)
+	      uint64_t newparent, const char *newname, unsigned flags,
+	      struct fs_later *later)
 {
 	int err = fs_check_alive(fs);
 	if (err == 0 && (flags & ~RENAME_NOREPLACE))
@@ -437,7 +446,8 @@ int fs_rename(struct fs *fs, uint64_t parent, const char *name,
 	if (err < 0)
 		return err;
 	struct rename_plan pl = plan_rename(fs, parent, name, newparent, newname);
-	err = rename_planned(fs, &pl, parent, name, newparent, newname, flags);
+	err = rename_planned(fs, &pl, parent, name, newparent, newname, flags,
+			     later);
 	if (pl.f)
 		fs_unpin_file(fs, pl.nino);
 	if (pl.of)

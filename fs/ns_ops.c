@@ -325,12 +325,16 @@ static void collect_same_file(struct node *n, void *arg)
 		s->v = v;
 		s->cap = cap;
 	}
+	/* What went through the other names (a truncate, a chmod) never
+	 * reached this node's attributes, only served uncached while the
+	 * file had several: they are asked again, now that one name may be
+	 * left to cache them. A spool being written keeps its attributes
+	 * (they are ours until its upload): only the link count is the
+	 * sandbox's to change. */
 	if (s->keep)
 		n->st.st_ctim = s->now;
-	else
+	if (!s->keep || !(n->file && n->file->dirty))
 		node_forget_attr(n);
-	/* A spool being written keeps its attributes (they are ours until
-	 * its upload): only the link count is the sandbox's to change. */
 	long links = (long)n->st.st_nlink + s->nlink_delta;
 	if (links >= 1)
 		n->st.st_nlink = (nlink_t)links;
@@ -520,9 +524,13 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 			share_content_with_link(fs, ino, e->ino);
 	}
 	free(target);
-	/* The kernel keeps the old name's link count otherwise. After the
-	 * reply: it updates that inode's ctime when the reply comes. */
-	if (err == 0)
+	/* The kernel keeps the old name's link count otherwise: told before
+	 * the reply, or the caller's next stat may still find it cached (a
+	 * notice sent only after the reply raced it: fsdiff saw nlink 1),
+	 * and again after it, since the reply updates that inode's ctime. */
+	if (err == 0) {
 		later->inval_attrs = ino;
+		later->inval_attrs_before = true;
+	}
 	return err;
 }

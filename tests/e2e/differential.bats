@@ -33,7 +33,15 @@ load helpers
 #                      keeps its own spool, so what one name's open
 #                      descriptor wrote shows through another name only
 #                      once it is uploaded (close, fsync), where a local
-#                      file system shows it at once (seeds 4, 8, 10)
+#                      file system shows it at once (seeds 4, 8, 10).
+#                      `quietlink` stays on: links where no descriptor is
+#                      open on the file and no name of a linked file is
+#                      opened, so the names, counts, renames onto links and
+#                      write-back's deferred links are compared (it found a
+#                      count left stale by a truncate through the other
+#                      name, a count the kernel kept after a link, and a
+#                      rename onto a link that lost the name in the
+#                      kernel's cache; all fixed)
 #   docker:sbexec-rm   the image's busybox `rm -f x/b` where x is a file
 #                      succeeds where the host's GNU rm fails (ENOTDIR): a
 #                      difference of tools, not of the mount

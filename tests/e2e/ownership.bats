@@ -244,6 +244,28 @@ rename OK" link a b rename a b -
 	assert_eq "$(links_on_mount b)" 2
 }
 
+# The kernel holds each name of a linked file as its own inode, so it
+# takes a rename of one onto another for a move: it moves its entry for
+# the first name over the second. Both must still name the file after,
+# and a name then put over the first must not take the second with it
+# (fsdiff seed 2: the second name answered ENOENT, nlink 0).
+@test "link: after a rename of one name onto another of the same file, both still name it" {
+	mount_sbfs
+	cd "$MNT"
+	echo one >a
+	stat a >/dev/null # the kernel holds a's entry
+	expect_po "link OK
+rename OK
+open OK
+write OK 5
+close OK
+rename OK
+link OK" link a b rename b a - open 0 x w,creat 644 write 0 other close 0 rename x b - link a c
+	assert_eq "$(cat a) $(cat b) $(cat c)" "one other one"
+	assert_eq "$(links_on_mount a) $(links_on_mount b) $(links_on_mount c)" "2 1 2"
+	assert_eq "$(sb cat "$WS/c")" one "c in the sandbox"
+}
+
 @test "link: a file not uploaded yet is linked with its data" {
 	mount_sbfs
 	cd "$MNT"

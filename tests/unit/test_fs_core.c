@@ -160,17 +160,17 @@ static void test_rename_unlink(void)
 	mem_put(t.b, W "/d/x", "data");
 	uint64_t d = look(&t, ROOT, "d"), x = look(&t, d, "x");
 	CHECK(d && x);
-	CHECK_INT(fs_rename(&t.fs, d, "x", ROOT, "y", 0), 0);
+	CHECK_INT(fs_rename(&t.fs, d, "x", ROOT, "y", 0, NULL), 0);
 	CHECK(mem_exists(t.b, W "/y"));
 	CHECK(!mem_exists(t.b, W "/d/x"));
 	unsigned long before = asks(&t);
 	CHECK_INT(look(&t, ROOT, "y"), x); /* the node moved, still fresh */
 	CHECK_INT(asks(&t), before);
 	CHECK_INT(look(&t, d, "x"), 0);
-	CHECK_INT(fs_rename(&t.fs, ROOT, "y", ROOT, "z", 4), -EINVAL);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "y", ROOT, "z", 4, NULL), -EINVAL);
 	mem_put(t.b, W "/other", "o");
 	CHECK(look(&t, ROOT, "other") != 0);
-	CHECK_INT(fs_rename(&t.fs, ROOT, "y", ROOT, "other", RENAME_NOREPLACE),
+	CHECK_INT(fs_rename(&t.fs, ROOT, "y", ROOT, "other", RENAME_NOREPLACE, NULL),
 		  -EEXIST);
 	CHECK_INT(fs_unlink(&t.fs, ROOT, "y"), 0);
 	CHECK(!mem_exists(t.b, W "/y"));
@@ -317,7 +317,7 @@ static void test_rename_over_open_file(void)
 	CHECK_INT(fs_flush(&t.fs, old, o.fh), 0);
 	mem_put(t.b, W "/src", "new");
 	uint64_t src = look(&t, ROOT, "src");
-	CHECK_INT(fs_rename(&t.fs, ROOT, "src", ROOT, "t", 0), 0);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "src", ROOT, "t", 0, NULL), 0);
 	CHECK_INT(look(&t, ROOT, "t"), src);
 	char buf[16] = "";
 	struct fs_later later = {0};
@@ -350,7 +350,7 @@ static void test_rename_over_unread_open_file(void)
 	mem_put(t.b, W "/s", "x");
 	CHECK(look(&t, ROOT, "s") != 0);
 	unsigned long reads = mem_calls(t.b, SB_CALL_READ);
-	CHECK_INT(fs_rename(&t.fs, ROOT, "s", ROOT, "t", 0), 0);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "s", ROOT, "t", 0, NULL), 0);
 	CHECK(mem_calls(t.b, SB_CALL_READ) > reads);
 	char buf[32] = "";
 	struct fs_later later = {0};
@@ -543,7 +543,7 @@ static void test_writeback_upload_before_dir_rename(void)
 	CHECK_INT(fs_flush(&t.fs, f, o.fh), 0); /* queued, not uploaded */
 	fs_release(&t.fs, f, o.fh);
 	mem_log_clear(t.b);
-	CHECK_INT(fs_rename(&t.fs, ROOT, "d", ROOT, "e", 0), 0);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "d", ROOT, "e", 0, NULL), 0);
 	CHECK(strcmp(mem_log(t.b), "write " W "/d/f\nrename " W "/d " W "/e\n") == 0);
 	char *got = mem_get(t.b, W "/e/f");
 	CHECK(got && strcmp(got, "data") == 0);
@@ -566,7 +566,7 @@ static void test_writeback_pending_rename_and_unlink(void)
 	CHECK_INT(fs_flush(&t.fs, gone, o.fh), 0);
 	fs_release(&t.fs, gone, o.fh);
 	/* a temp file renamed before its upload costs no rename call */
-	CHECK_INT(fs_rename(&t.fs, ROOT, "tmp", ROOT, "final", 0), 0);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "tmp", ROOT, "final", 0, NULL), 0);
 	/* a file removed before its upload costs no call at all */
 	CHECK_INT(fs_unlink(&t.fs, ROOT, "gone"), 0);
 	wb_paths_unlock(&t.fs);
@@ -599,7 +599,7 @@ static void test_writeback_pending_rename_over_sandbox_file(void)
 	fs_release(&t.fs, tmp, o.fh);
 	wb_paths_unlock(&t.fs);
 	mem_log_clear(t.b);
-	CHECK_INT(fs_rename(&t.fs, ROOT, "tmp", ROOT, "target", 0), 0);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "tmp", ROOT, "target", 0, NULL), 0);
 	char msg[256] = "";
 	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
 	if (strcmp(mem_log(t.b), "write " W "/tmp\nrename " W "/tmp " W "/target\n") != 0)
@@ -779,7 +779,7 @@ static void test_writeback_link_lands_before_other_changes(void)
 	struct fs_entry e;
 	struct fs_later later = {0};
 	wb_paths_unlock(&t.fs); /* the rename takes it for reading */
-	CHECK_INT(fs_rename(&t.fs, o, "a", o, "c", 0), 0);
+	CHECK_INT(fs_rename(&t.fs, o, "a", o, "c", 0, NULL), 0);
 	check_log(&t, "write " W "/o/b\nlink " W "/o/b " W "/o/a\nrename " W "/o/a " W "/o/c\n");
 	mem_log_clear(t.b);
 	wb_paths_write_lock(&t.fs);
@@ -1001,7 +1001,7 @@ static void test_answers_overtaken(void)
 static void rename_tmp_over_conf(void *arg)
 {
 	struct meanwhile *w = arg;
-	CHECK_INT(fs_rename(&w->t->fs, ROOT, "tmp", ROOT, "conf", 0), 0);
+	CHECK_INT(fs_rename(&w->t->fs, ROOT, "tmp", ROOT, "conf", 0, NULL), 0);
 }
 
 /* An editor's save (write a temp, rename it over the name) lands while a
@@ -1052,7 +1052,7 @@ static void test_failures(void)
 	uint64_t a = e.ino;
 
 	mem_fail(t.b, SB_CALL_RENAME, NULL, -EIO, 1);
-	CHECK_INT(fs_rename(&t.fs, ROOT, "a", ROOT, "b", 0), -EIO);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "a", ROOT, "b", 0, NULL), -EIO);
 	CHECK_INT(look(&t, ROOT, "a"), a); /* nothing moved */
 	CHECK(mem_exists(t.b, W "/a"));
 
