@@ -33,8 +33,10 @@ void fs_fill_entry(const struct fs *fs, const struct node *n,
 	e->attr_timeout = fs_attr_fresh(fs, n, &now) ? fs->cfg.attr_timeout : 0;
 	/* A name of a file with several is asked again at each use: the
 	 * kernel holds each name as its own inode, so it takes a rename of
-	 * one onto another for a move (rename_planned). */
-	e->entry_timeout = fs_attr_linked(n) ? 0 : fs->cfg.attr_timeout;
+	 * one onto another for a move (rename_planned). Not where the names
+	 * show one node (link_pending.h): the kernel then sees one inode and
+	 * does nothing itself. */
+	e->entry_timeout = fs_attr_linked(n) && !n->alias ? 0 : fs->cfg.attr_timeout;
 }
 
 void fs_record_attr(struct fs *fs, struct node *n, uint64_t since, struct stat *st,

@@ -325,16 +325,12 @@ static void collect_same_file(struct node *n, void *arg)
 		s->v = v;
 		s->cap = cap;
 	}
-	/* What went through the other names (a truncate, a chmod) never
-	 * reached this node's attributes, only served uncached while the
-	 * file had several: they are asked again, now that one name may be
-	 * left to cache them. A spool being written keeps its attributes
-	 * (they are ours until its upload): only the link count is the
-	 * sandbox's to change. */
 	if (s->keep)
 		n->st.st_ctim = s->now;
-	if (!s->keep || !(n->file && n->file->dirty))
+	else
 		node_forget_attr(n);
+	/* A spool being written keeps its attributes (they are ours until
+	 * its upload): only the link count is the sandbox's to change. */
 	long links = (long)n->st.st_nlink + s->nlink_delta;
 	if (links >= 1)
 		n->st.st_nlink = (nlink_t)links;

@@ -101,6 +101,26 @@ bool fs_attr_linked(const struct node *n)
 	return !S_ISDIR(n->st.st_mode) && n->st.st_nlink > 1;
 }
 
+struct other_names {
+	const struct node *changed;
+};
+
+static void forget_other_name(struct node *n, void *arg)
+{
+	const struct node *c = ((struct other_names *)arg)->changed;
+	if (n != c && !S_ISDIR(n->st.st_mode) && n->guest_ino == c->guest_ino &&
+	    n->guest_dev == c->guest_dev && !(n->file && n->file->dirty))
+		node_forget_attr(n);
+}
+
+void fs_other_names_changed(struct fs *fs, struct node *n)
+{
+	if (!fs_attr_linked(n) || !n->guest_ino)
+		return;
+	struct other_names o = {.changed = n};
+	node_walk(fs->t.root, forget_other_name, &o);
+}
+
 bool fs_attr_fresh(const struct fs *fs, const struct node *n,
 		   const struct timespec *now)
 {
@@ -162,6 +182,7 @@ void fs_record_upload(struct fs *fs, struct node *n, struct file_state *f,
 	struct timespec exp = mtime_set ? fs_cache_expiry(fs, fs->cfg.attr_timeout, fs->changes)
 					: fs_now();
 	node_set_attr(&fs->t, n, &st, NULL, &exp);
+	fs_other_names_changed(fs, n);
 	if (mtime_set) {
 		f->remote_mtime = f->mtime;
 		f->identity_known = true;

@@ -59,6 +59,11 @@ void fs_unmap_owner(const struct fs *fs, uid_t *uid, gid_t *gid);
  * never taken from the cache (nor cached by the kernel). Table lock
  * held. */
 bool fs_attr_linked(const struct node *n);
+/* A change went through n, a name of a file with several (a truncate, a
+ * chmod, an upload): the other names' attributes, served uncached while
+ * the file has several but kept once one name is left, are asked again.
+ * Table lock held. */
+void fs_other_names_changed(struct fs *fs, struct node *n);
 /* Attributes are authoritative locally while a spool exists. Table lock
  * held. */
 bool fs_attr_fresh(const struct fs *fs, const struct node *n,
