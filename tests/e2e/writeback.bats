@@ -242,6 +242,30 @@ f30"
 	backend_sweep
 }
 
+# A link of a file whose upload has not landed waits for it
+# (link_pending.h) and moves the file's journal entry to the new name:
+# a kill -9 then saves the file under that name, in its new directory
+# (a queued mkdir), as reliability.md says.
+@test "writeback: kill -9 with a link waiting for its file's upload: the file is saved under the new name" {
+	wb_mount inject_faults=error:write:every1
+	ls "$MNT" >/dev/null # the root's listing: the names below are known absent
+	mkdir "$MNT/o"
+	printf 'object\n' >"$MNT/o/tmp_obj"
+	ln "$MNT/o/tmp_obj" "$MNT/o/final"
+	assert_eq "$(calls link)" 0 "link calls: the link waits for the upload"
+	assert_eq "$(cat "$MNT/o/final")" object
+	assert_eq "$(stat -c %h "$MNT/o/final")" 2 "links on the mount"
+	kill -KILL "$SBFS_PID"
+	poll 10 not_pid_alive "$SBFS_PID"
+	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
+	run sbfs status "$T/nowhere"
+	assert_output_has "not uploaded"
+	saved=$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*)
+	assert_eq "$(cat "$saved/o/final")" object "the saved file"
+	[[ ! -e $saved/o/tmp_obj ]] || fail "saved under the old name too"
+	backend_sweep
+}
+
 # The kernel links a spool (an O_TMPFILE) into the journal only once: a
 # file written again after its upload landed used to be uploaded at its
 # close instead, with a warning, each time.
