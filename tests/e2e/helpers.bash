@@ -483,7 +483,8 @@ not_pid_alive() {
 # figure TEXT: something a test measured (names tried, bytes verified...),
 # shown in the TAP output and gathered by tests/run into its summary.
 figure() {
-	echo "# $SBFS_TEST_BACKEND: $*" >&3
+	# named as the entry (local+writeback), not the backend alone
+	echo "# $SBFS_TEST_BACKEND${SBFS_TEST_OPTS:++$SBFS_TEST_OPTS}: $*" >&3
 	if [[ -n ${SBFS_FIGURES_FILE:-} ]]; then
 		printf '%s\n' "$*" >>"$SBFS_FIGURES_FILE"
 	fi
