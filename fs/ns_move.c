@@ -419,8 +419,9 @@ static int rename_planned(struct fs *fs, const struct rename_plan *pl,
 			later->inval_names[1].parent = newparent;
 			later->inval_names[1].name = newname;
 		}
-	} else
+	} else {
 		err = rename_in_sandbox(fs, pl, parent, name, newparent, newname, flags);
+	}
 	if (err == 0 && !pl->same_file)
 		err = record_rename(fs, pl, parent, name, newparent, newname);
 	if (paths_locked)

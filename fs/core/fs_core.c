@@ -101,13 +101,9 @@ bool fs_attr_linked(const struct node *n)
 	return !S_ISDIR(n->st.st_mode) && n->st.st_nlink > 1;
 }
 
-struct other_names {
-	const struct node *changed;
-};
-
 static void forget_other_name(struct node *n, void *arg)
 {
-	const struct node *c = ((struct other_names *)arg)->changed;
+	const struct node *c = arg; /* the name the change went through */
 	if (n != c && !S_ISDIR(n->st.st_mode) && n->guest_ino == c->guest_ino &&
 	    n->guest_dev == c->guest_dev && !(n->file && n->file->dirty))
 		node_forget_attr(n);
@@ -117,8 +113,7 @@ void fs_other_names_changed(struct fs *fs, struct node *n)
 {
 	if (!fs_attr_linked(n) || !n->guest_ino)
 		return;
-	struct other_names o = {.changed = n};
-	node_walk(fs->t.root, forget_other_name, &o);
+	node_walk(fs->t.root, forget_other_name, n);
 }
 
 bool fs_attr_fresh(const struct fs *fs, const struct node *n,

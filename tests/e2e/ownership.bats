@@ -229,6 +229,24 @@ close OK" open 0 a w,trunc 0 write 0 new fnlink 0 unlink b fnlink 0 close 0
 	[[ $(sb cat c 2>&1) != one ]] || fail "c is still in the sandbox"
 }
 
+# While a file has two names, each name's attributes are asked at every
+# stat; once one is left they are cached again, so what went through the
+# other name must not be left out of them (fsdiff: size 0 shown for a
+# file truncated to 4594 through the name since removed).
+# (nowatch: a watch's report of the change would hide it)
+@test "link: a truncate or chmod through one name, that name then removed: the other shows it" {
+	mount_sbfs -o nowatch
+	cd "$MNT"
+	printf 'some data\n' >a
+	ln a b
+	stat b >/dev/null
+	expect_po "truncate OK
+chmod OK
+unlink OK" truncate a 4 chmod a 600 unlink a
+	assert_eq "$(stat -c '%s %a %h' b)" "4 600 1" "b after the truncate and chmod through a, and rm a"
+	assert_eq "$(cat b)" some
+}
+
 @test "link: rename of a name over another link of the same file does nothing" {
 	# which names are one file, only a stat with inodes and link counts tells
 	backend_stat_has_nlink || skip "this backend's native stat and listing carry no link count nor inode (README: Known limits)"
