@@ -137,7 +137,9 @@ int shell_rename(struct sb_backend *b, const char *from, const char *to,
 	if (!shell_path_ok(from) || !shell_path_ok(to))
 		return -EINVAL;
 	/* mv would move *into* an existing directory (or a link to one), so
-	 * the target is checked and cleared first as rename(2) would. Not
+	 * the target is checked and cleared first as rename(2) would; and mv
+	 * refuses a symlink onto the file it leads to ("the same file"),
+	 * which rename(2) replaces, so that target goes first too. Not
 	 * atomic: a fallback's price. */
 	static const char script[] = PRELUDE
 		"need mv rm rmdir\n"
@@ -147,7 +149,9 @@ int shell_rename(struct sb_backend *b, const char *from, const char *to,
 		"  sd=0; [ -d \"$1\" ] && [ ! -L \"$1\" ] && sd=1\n"
 		"  if [ -L \"$2\" ]; then [ $sd = 1 ] && exit 103; rm -f -- \"$2\" || exit 106\n"
 		"  elif [ -d \"$2\" ]; then [ $sd = 1 ] || exit 102; rmdir -- \"$2\" 2>/dev/null || exit 105\n"
-		"  else [ $sd = 1 ] && exit 103; fi\n"
+		"  else [ $sd = 1 ] && exit 103\n"
+		"    if [ -L \"$1\" ] && [ \"$1\" -ef \"$2\" ]; then rm -f -- \"$2\" || exit 106; fi\n"
+		"  fi\n"
 		"else p=$(dirname -- \"$2\"); [ -d \"$p\" ] || miss \"$p/x\"; fi\n"
 		"mv -f -- \"$1\" \"$2\" || exit 106\n";
 	const char *args[] = {from, to, noreplace ? "noreplace" : "replace", NULL};
