@@ -77,17 +77,16 @@ void fs_entries_changed(struct fs *fs, uint64_t ino)
  * directory is asked again before the table's view is answered as it is. */
 #define REFRESH_ATTEMPTS 3
 
-/* What the table shows once an answer was overtaken for good: by name,
- * whatever the name holds now (its attributes the mount's); by node, the
- * node. */
-static struct node *overtaken_answer(struct fs *fs, struct node *dir,
-				     const char *name, struct node *n, int *err)
+/* The guest path of name in directory dir (a guest path): malloc'd, or
+ * NULL with *err. */
+static char *join_guest_path(const char *dir, const char *name, int *err)
 {
-	if (name)
-		n = dir ? node_child(&fs->t, dir, name) : NULL;
-	if (!n)
-		*err = -ENOENT;
-	return n;
+	char *p;
+	if (asprintf(&p, "%s/%s", strcmp(dir, "/") ? dir : "", name) < 0) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	return p;
 }
 
 struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
@@ -100,12 +99,7 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 			path = fs_node_guest_path(fs, n, err);
 		} else {
 			char *d = fs_node_guest_path(fs, parent, err);
-			path = NULL;
-			if (d && asprintf(&path, "%s/%s",
-					  strcmp(d, "/") ? d : "", name) < 0) {
-				path = NULL;
-				*err = -ENOMEM;
-			}
+			path = d ? join_guest_path(d, name, err) : NULL;
 			free(d);
 		}
 		if (!path)
@@ -138,9 +132,13 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 			free(link);
 			if (name)
 				n = node_child(&fs->t, dir, name);
-			if (attempt == REFRESH_ATTEMPTS || (!name && !n))
-				return overtaken_answer(fs, dir, name, n, err);
-			continue;
+			if (attempt < REFRESH_ATTEMPTS && (name || n))
+				continue;
+			/* overtaken for good: what the table shows, its
+			 * attributes the mount's */
+			if (!n)
+				*err = -ENOENT;
+			return n;
 		}
 		if (r < 0) {
 			if (r == -ENOENT && n && n->parent &&
@@ -191,13 +189,7 @@ char *fs_child_path_of(struct fs *fs, uint64_t parent, const char *name,
 	if (*err < 0)
 		return NULL;
 	char *dir = fs_path_of(fs, parent, err);
-	if (!dir)
-		return NULL;
-	char *p;
-	if (asprintf(&p, "%s/%s", strcmp(dir, "/") ? dir : "", name) < 0) {
-		p = NULL;
-		*err = -ENOMEM;
-	}
+	char *p = dir ? join_guest_path(dir, name, err) : NULL;
 	free(dir);
 	return p;
 }

@@ -303,8 +303,8 @@ static struct rename_plan plan_rename(struct fs *fs, uint64_t parent,
 	pl.of = old && old != n ? fs_pin_file(fs, old) : NULL;
 	pl.oino = old ? old->ino : 0;
 	pl.old_is_dir = old && S_ISDIR(old->st.st_mode);
-	pl.same_file = n && old && old != n && !pl.old_is_dir && n->guest_ino &&
-		       n->guest_ino == old->guest_ino && n->guest_dev == old->guest_dev;
+	pl.same_file = n && old && old != n && n->guest_ino &&
+		       fs_node_names_file(old, n->guest_dev, n->guest_ino);
 	pl.moved_dir = n && old != n && S_ISDIR(n->st.st_mode);
 	/* The sandbox's copy of a directory whose files are still pending
 	 * upload (queued, or new and still open in the default mode) may be

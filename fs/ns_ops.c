@@ -313,9 +313,7 @@ struct same_file {
 static void collect_same_file(struct node *n, void *arg)
 {
 	struct same_file *s = arg;
-	/* attributes forgotten earlier still name the file they were of */
-	if (S_ISDIR(n->st.st_mode) || n->guest_ino != s->ino ||
-	    n->guest_dev != s->dev)
+	if (!fs_node_names_file(n, s->dev, s->ino))
 		return;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 8;

@@ -101,11 +101,16 @@ bool fs_attr_linked(const struct node *n)
 	return !S_ISDIR(n->st.st_mode) && n->st.st_nlink > 1;
 }
 
+bool fs_node_names_file(const struct node *n, dev_t dev, ino_t ino)
+{
+	return !S_ISDIR(n->st.st_mode) && n->guest_ino == ino && n->guest_dev == dev;
+}
+
 static void forget_other_name(struct node *n, void *arg)
 {
 	const struct node *c = arg; /* the name the change went through */
-	if (n != c && !S_ISDIR(n->st.st_mode) && n->guest_ino == c->guest_ino &&
-	    n->guest_dev == c->guest_dev && !(n->file && n->file->dirty))
+	if (n != c && fs_node_names_file(n, c->guest_dev, c->guest_ino) &&
+	    !(n->file && n->file->dirty))
 		node_forget_attr(n);
 }
 

@@ -59,6 +59,9 @@ void fs_unmap_owner(const struct fs *fs, uid_t *uid, gid_t *gid);
  * never taken from the cache (nor cached by the kernel). Table lock
  * held. */
 bool fs_attr_linked(const struct node *n);
+/* Whether n is a name of the sandbox file (dev, ino): not a directory,
+ * with that identity (attributes forgotten still keep it). */
+bool fs_node_names_file(const struct node *n, dev_t dev, ino_t ino);
 /* A change went through n, a name of a file with several (a truncate, a
  * chmod, an upload): the other names' attributes, served uncached while
  * the file has several but kept once one name is left, are asked again.

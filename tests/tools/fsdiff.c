@@ -337,6 +337,16 @@ static bool quiet_links_only(void)
 	return kind_on[K_LINK_QUIET] && !kind_on[K_LINK];
 }
 
+/* op becomes a stat of name, text in t (n bytes). */
+static void make_stat(struct op *op, const char *name, char *t, size_t n)
+{
+	op->kind = K_STAT;
+	op->slot = -1;
+	op->p1 = name;
+	op->p2 = NULL;
+	snprintf(t, n, "stat %s  # lstat, and the contents", name);
+}
+
 /* Draws the next call. Calls on a slot that is not open become a create. */
 static void make_op(struct prng *p, long step, struct op *op)
 {
@@ -357,9 +367,7 @@ static void make_op(struct prng *p, long step, struct op *op)
 		struct stat st;
 		if (quiet_links_only() && local_stat(op->p1, false, &st) &&
 		    S_ISREG(st.st_mode) && st.st_nlink > 1) {
-			op->kind = K_STAT;
-			op->slot = -1;
-			snprintf(t, n, "stat %s  # lstat, and the contents", op->p1);
+			make_stat(op, op->p1, t, n);
 			break;
 		}
 		static const int acc[] = { O_RDWR, O_RDWR, O_WRONLY, O_RDONLY };
@@ -425,9 +433,7 @@ static void make_op(struct prng *p, long step, struct op *op)
 		struct stat st;
 		if (op->kind == K_LINK_QUIET && local_stat(op->p1, true, &st) &&
 		    open_in_a_slot(&st)) {
-			op->kind = K_STAT;
-			op->p2 = NULL;
-			snprintf(t, n, "stat %s  # lstat, and the contents", op->p1);
+			make_stat(op, op->p1, t, n);
 			break;
 		}
 		snprintf(t, n, "link %s %s", op->p1, op->p2);
@@ -478,8 +484,7 @@ static void make_op(struct prng *p, long step, struct op *op)
 		snprintf(t, n, "fstat %d", op->slot);
 		break;
 	case K_STAT:
-		op->p1 = pick_name(p);
-		snprintf(t, n, "stat %s  # lstat, and the contents", op->p1);
+		make_stat(op, pick_name(p), t, n);
 		break;
 	case K_READDIR:
 		op->p1 = prng_percent(p, 25) ? NULL : pick_dir_name(p);
