@@ -105,7 +105,11 @@ struct sb_exec_result {
 };
 
 /* One directory entry, attributes as lstat would give them (symlinks not
- * followed). Ownership is the guest's; the fs core maps it. */
+ * followed). Ownership is the guest's; the fs core maps it. An owner or
+ * group the sandbox named without a number (a user name only its passwd
+ * maps) is SB_ID_UNTOLD: the entry's attributes are then only a reason to
+ * stat it. */
+#define SB_ID_UNTOLD ((unsigned)-1)
 struct sb_dirent {
 	char *name;
 	struct stat st;

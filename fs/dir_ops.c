@@ -58,6 +58,22 @@ struct listing_start {
 	uint64_t changes;	/* fs->changes: changes the watch reported */
 };
 
+/* An entry whose owner the listing named without a number
+ * (SB_ID_UNTOLD; st mapped): the ids node c last knew, or the sandbox
+ * user's, are shown until the stat its expired attributes make the mount
+ * ask. */
+static void guess_ids(const struct fs *fs, const struct node *c, struct stat *st)
+{
+	struct stat user = {.st_mode = S_IFREG, .st_uid = fs->b->guest_uid,
+			    .st_gid = fs->b->guest_gid};
+	fs_map_attr(fs, &user);
+	const struct stat *from = (c->st.st_mode & S_IFMT) ? &c->st : &user;
+	if (st->st_uid == SB_ID_UNTOLD)
+		st->st_uid = from->st_uid;
+	if (st->st_gid == SB_ID_UNTOLD)
+		st->st_gid = from->st_gid;
+}
+
 /* Replaces the cached listing of directory node p with list, fetched
  * while the table was unlocked. Table lock held. */
 static void apply_listing(struct fs *fs, struct node *p,
@@ -66,6 +82,7 @@ static void apply_listing(struct fs *fs, struct node *p,
 {
 	uint64_t mark = ++p->list_mark;
 	struct timespec exp = fs_cache_expiry(fs, fs->cfg.attr_timeout, before->changes);
+	struct timespec now = fs_now();
 	p->list_gen = before->gen;
 	p->list_exec_mark = before->exec_mark;
 	for (size_t i = 0; i < list->n; i++) {
@@ -78,8 +95,13 @@ static void apply_listing(struct fs *fs, struct node *p,
 			break;
 		c->seen_mark = mark;
 		if (!c->file || !c->file->dirty) {
+			bool ids_told = d->st.st_uid != SB_ID_UNTOLD &&
+					d->st.st_gid != SB_ID_UNTOLD;
 			fs_map_attr(fs, &d->st);
-			node_set_attr(&fs->t, c, &d->st, d->link_target, &exp);
+			if (!ids_told)
+				guess_ids(fs, c, &d->st);
+			node_set_attr(&fs->t, c, &d->st, d->link_target,
+				      ids_told ? &exp : &now);
 		}
 	}
 	p->list_entries = list->n;

@@ -424,6 +424,7 @@ static int record_setattr(struct fs *fs, uint64_t ino, bool has_spool,
 		if (to_set & FS_SET_GID)
 			n->st.st_gid = attr->st_gid;
 		n->st.st_ctim = now;
+		fs_landed(n);
 		fs_node_stat(n, out);
 		fs_other_names_changed(fs, n);
 	} else {

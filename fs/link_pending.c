@@ -145,8 +145,7 @@ static void record_landed(struct fs *fs, struct node *n, struct node *s, int rc,
 	}
 	s->alias_landed = true;
 	/* a listing answered after this names the alias (struct node) */
-	if (s->parent)
-		s->parent->landed++;
+	fs_landed(s);
 	if (st->st_nlink == 0)
 		st->st_nlink = 2;
 	struct stat copy = *st;

@@ -313,19 +313,22 @@ static void owner_id(const json_t *v, const struct e2b_ids *ids, bool group,
 		     unsigned *out)
 {
 	const char *s = json_string_value(v);
-	unsigned dflt = group ? ids->gid : ids->uid;
-	*out = dflt;
+	/* an envd that names no owner: what the user's uploads make */
+	*out = group ? ids->gid : ids->uid;
 	if (!s || !*s)
 		return;
+	*out = SB_ID_UNTOLD; /* a name only the guest's passwd maps */
 	if (!strcmp(s, "root")) {
 		*out = 0;
 		return;
 	}
-	if (ids->user && !strcmp(s, ids->user))
+	if (ids->user && !strcmp(s, ids->user)) {
+		*out = group ? ids->gid : ids->uid;
 		return;
+	}
 	char *end;
 	unsigned long n = strtoul(s, &end, 10);
-	if (!*end && n < UINT32_MAX)
+	if (!*end && n < SB_ID_UNTOLD)
 		*out = (unsigned)n;
 }
 

@@ -138,11 +138,11 @@ static unsigned id_of(json_t *v)
 	/* owner/group are names or the number as a string: root is 0, and
 	 * other names cannot be mapped without the guest's passwd */
 	const char *s = json_string_value(v);
-	if (!s)
+	if (s && !strcmp(s, "root"))
 		return 0;
 	char *end;
-	unsigned long n = strtoul(s, &end, 10);
-	return *s && !*end ? (unsigned)n : 0;
+	unsigned long n = s ? strtoul(s, &end, 10) : 0;
+	return s && *s && !*end && n < SB_ID_UNTOLD ? (unsigned)n : SB_ID_UNTOLD;
 }
 
 /* JSON values in text, counted from its structure without parsing it,

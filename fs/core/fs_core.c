@@ -121,6 +121,13 @@ void fs_other_names_changed(struct fs *fs, struct node *n)
 	node_walk(fs->t.root, forget_other_name, n);
 }
 
+void fs_landed(struct node *n)
+{
+	n->landed++;
+	if (n->parent)
+		n->parent->landed++;
+}
+
 bool fs_attr_fresh(const struct fs *fs, const struct node *n,
 		   const struct timespec *now)
 {
@@ -174,9 +181,7 @@ void fs_record_upload(struct fs *fs, struct node *n, struct file_state *f,
 	 * stat shows the sandbox's mtime from then on (an editor compares
 	 * mtimes across its reads and writes). */
 	table_lock(fs);
-	n->landed++;
-	if (n->parent)
-		n->parent->landed++;
+	fs_landed(n);
 	struct stat st;
 	fs_node_stat(n, &st);
 	struct timespec exp = mtime_set ? fs_cache_expiry(fs, fs->cfg.attr_timeout, fs->changes)

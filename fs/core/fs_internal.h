@@ -54,6 +54,11 @@ void fs_map_attr(const struct fs *fs, struct stat *st);
 struct timespec fs_cache_expiry(const struct fs *fs, double ttl, uint64_t since);
 void fs_unmap_owner(const struct fs *fs, uid_t *uid, gid_t *gid);
 
+/* A change of the mount's to n landed in the sandbox (struct node,
+ * landed): a stat of n or a listing of its directory answered after it
+ * may tell the state before. Table lock held. */
+void fs_landed(struct node *n);
+
 /* A file with more than one name: a write, truncate or chmod through
  * any other name changes what this one shows, so its attributes are
  * never taken from the cache (nor cached by the kernel). Table lock

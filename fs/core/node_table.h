@@ -65,12 +65,12 @@ struct node {
 	/* Changes the mount itself made to this directory's entries: a
 	 * listing fetched while this moved may predate one of them. */
 	uint64_t entry_changes;
-	/* Uploads and queued removes of the mount's that landed in the
-	 * sandbox: of this file, or of this directory's entries. A stat or
-	 * listing made before one landed and answered after it tells the
-	 * old state (the old size, a name removed, no name yet), and the
-	 * spool or queue that would have overridden it may have gone by
-	 * then. */
+	/* Uploads, attribute changes and queued removes of the mount's that
+	 * landed in the sandbox: of this node, or of this directory's
+	 * entries. A stat or listing made before one landed and answered
+	 * after it tells the old state (the old size or owner, a name
+	 * removed, no name yet), and the spool or queue that would have
+	 * overridden it may have gone by then. */
 	uint64_t landed;
 	/* When the mount last changed an entry here: the directory's mtime
 	 * and ctime are at least this, whatever an older stat said. */

@@ -517,10 +517,12 @@ _record_fault_counters() {
 # mount_users MNT: the processes whose cwd, root or open files are under
 # MNT (what keeps an unmount busy), one "pid: args" line each.
 mount_users() {
-	local p link
+	local p link target
 	for p in /proc/[0-9]*; do
 		for link in "$p/cwd" "$p/root" "$p"/fd/*; do
-			[[ $(readlink "$link" 2>/dev/null) == "$1"* ]] || continue
+			target=$(readlink "$link" 2>/dev/null) || continue
+			# MNT or below it: not a sibling such as MNT.log
+			[[ $target == "$1" || $target == "$1"/* ]] || continue
 			echo "  busy: ${p#/proc/}: $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) ($link)"
 			break
 		done

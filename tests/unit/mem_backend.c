@@ -45,6 +45,7 @@ struct mem {
 	char *log;
 	size_t log_len;
 	bool no_inodes;   /* mem_tell_no_inodes */
+	bool owner_names; /* mem_tell_owner_names */
 };
 
 static struct mem *mem_of(struct sb_backend *b) { return b->priv; }
@@ -403,6 +404,22 @@ static struct stat told(const struct mem *m, const struct mnode *n)
 	return st;
 }
 
+static int op_chown(struct sb_backend *b, const char *path, uid_t uid,
+		    gid_t gid)
+{
+	ENTER(SB_CALL_CHOWN, path);
+	struct mnode *n = walk(m, path, NULL, NULL);
+	if (!n) {
+		r = -ENOENT;
+	} else {
+		if (uid != (uid_t)-1)
+			n->st.st_uid = uid;
+		if (gid != (gid_t)-1)
+			n->st.st_gid = gid;
+	}
+	LEAVE();
+}
+
 static int op_list_dir(struct sb_backend *b, const char *path,
 		       struct sb_dirlist *out)
 {
@@ -419,6 +436,8 @@ static int op_list_dir(struct sb_backend *b, const char *path,
 			break;
 		}
 		e->st = told(m, k);
+		if (m->owner_names)
+			e->st.st_uid = e->st.st_gid = SB_ID_UNTOLD;
 		e->link_target = k->link ? strdup(k->link) : NULL;
 	}
 	LEAVE();
@@ -659,6 +678,7 @@ static const struct sb_backend_ops mem_ops = {
 	.remove = op_remove,
 	.rename = op_rename,
 	.chmod = op_chmod,
+	.chown = op_chown,
 	.truncate = op_truncate,
 	.utimens = op_utimens,
 	.symlink = op_symlink,
@@ -770,6 +790,14 @@ void mem_tell_no_inodes(struct sb_backend *b)
 	struct mem *m = mem_of(b);
 	pthread_mutex_lock(&m->lock);
 	m->no_inodes = true;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void mem_tell_owner_names(struct sb_backend *b)
+{
+	struct mem *m = mem_of(b);
+	pthread_mutex_lock(&m->lock);
+	m->owner_names = true;
 	pthread_mutex_unlock(&m->lock);
 }
 

@@ -58,6 +58,9 @@ void mem_hold_reads(struct sb_backend *b, enum mem_hold hold);
 /* Stats, listings and links tell no inode and no link count from now
  * on, as docker's archive stat and modal's and e2b's listings. */
 void mem_tell_no_inodes(struct sb_backend *b);
+/* Listings name every owner and group by a user name the mount cannot map
+ * (SB_ID_UNTOLD), as modal's and e2b's can. */
+void mem_tell_owner_names(struct sb_backend *b);
 
 const char *mem_log(struct sb_backend *b);
 void mem_log_clear(struct sb_backend *b);

@@ -945,6 +945,16 @@ static void rewrite_file(void *arg)
 	fs_release(&w->t->fs, w->ino, o.fh);
 }
 
+/* Sets the node's mode to w->data's octal value (a chmod through the
+ * mount). */
+static void chmod_node(void *arg)
+{
+	struct meanwhile *w = arg;
+	struct stat attr = {.st_mode = (mode_t)strtol(w->data, NULL, 8)};
+	struct stat out;
+	CHECK_INT(fs_setattr(&w->t->fs, w->ino, &attr, FS_SET_MODE, &out), 0);
+}
+
 static void drain_uploads(void *arg) { wb_drain(&((struct meanwhile *)arg)->t->fs); }
 static void drain_removes(void *arg) { wb_drain_removes(&((struct meanwhile *)arg)->t->fs); }
 
@@ -971,6 +981,21 @@ static void test_answers_overtaken(void)
 	list_dir(&t, ROOT);
 	CHECK_INT(fs_getattr(&t.fs, w.ino, &st, &timeout), 0);
 	CHECK_INT(st.st_size, 5);
+	/* a chmod (a chown alike) lands while a stat, then a listing, is
+	 * on its way: the old mode must not come back */
+	w.data = "600";
+	fs_invalidate(&t.fs, "/a");
+	mem_after(t.b, SB_CALL_STAT, chmod_node, &w);
+	CHECK_INT(fs_getattr(&t.fs, w.ino, &st, &timeout), 0);
+	CHECK_INT(st.st_mode & 07777, 0600);
+	CHECK_INT(fs_getattr(&t.fs, w.ino, &st, &timeout), 0);
+	CHECK_INT(st.st_mode & 07777, 0600);
+	w.data = "640";
+	fs_invalidate(&t.fs, "/");
+	mem_after(t.b, SB_CALL_LIST, chmod_node, &w);
+	list_dir(&t, ROOT);
+	CHECK_INT(fs_getattr(&t.fs, w.ino, &st, &timeout), 0);
+	CHECK_INT(st.st_mode & 07777, 0640);
 	teardown(&t);
 
 	/* Write-back: a queued remove lands while a listing is on its way;
@@ -994,6 +1019,27 @@ static void test_answers_overtaken(void)
 	list_dir(&t, ROOT);
 	CHECK(mem_exists(t.b, W "/empty"));
 	CHECK_INT(look(&t, ROOT, "empty"), ino);
+	teardown(&t);
+}
+
+/* Modal's and e2b's listings name an owner by a user name only the guest's
+ * passwd maps: such an entry's ids come from a stat, never a guess. */
+static void test_listing_names_owner(void)
+{
+	struct t t;
+	setup(&t);
+	mem_put(t.b, W "/a", "x");
+	CHECK_INT(sb_chown(t.b, W "/a", 4321, 4322), 0); /* in the sandbox */
+	mem_tell_owner_names(t.b);
+	list_dir(&t, ROOT);
+	unsigned long before = mem_calls(t.b, SB_CALL_STAT);
+	struct stat st;
+	double timeout;
+	uint64_t a = look(&t, ROOT, "a");
+	CHECK_INT(fs_getattr(&t.fs, a, &st, &timeout), 0);
+	CHECK_INT(st.st_uid, 4321);
+	CHECK_INT(st.st_gid, 4322);
+	CHECK_INT(mem_calls(t.b, SB_CALL_STAT) - before, 1);
 	teardown(&t);
 }
 
@@ -1330,6 +1376,7 @@ int main(void)
 	test_writeback_link_to_unknown_name_is_not_deferred();
 	test_answers_overtaken();
 	test_lookup_overtaken_by_rename();
+	test_listing_names_owner();
 	test_failures();
 	test_notifications();
 	test_watched_keeps_what_did_not_change();

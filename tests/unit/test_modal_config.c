@@ -130,7 +130,7 @@ static void test_fs_tools_output(void)
 		"{\"name\":\"d\",\"type\":\"directory\",\"size\":4096,\"mode\":16877,"
 		"\"modified_time\":1},"
 		"{\"name\":\"l\",\"type\":\"symlink\",\"size\":1,\"mode\":41471,"
-		"\"symlink_target\":\"a.txt\",\"owner\":\"1000\"}]";
+		"\"symlink_target\":\"a.txt\",\"owner\":\"1000\",\"group\":\"ubuntu\"}]";
 	struct sb_dirlist l = {0};
 	CHECK_INT(modal_parse_file_list(list, strlen(list), &l), 0);
 	CHECK_INT(l.n, 3);
@@ -143,7 +143,13 @@ static void test_fs_tools_output(void)
 		CHECK(S_ISDIR(l.v[1].st.st_mode));
 		CHECK(S_ISLNK(l.v[2].st.st_mode));
 		CHECK(l.v[2].link_target && !strcmp(l.v[2].link_target, "a.txt"));
+		CHECK_INT(l.v[0].st.st_uid, 0);
+		CHECK_INT(l.v[0].st.st_gid, 0);
+		/* a name only the guest's passwd maps, or none: untold (the
+		 * fs core asks a stat) */
+		CHECK_INT(l.v[1].st.st_uid, SB_ID_UNTOLD);
 		CHECK_INT(l.v[2].st.st_uid, 1000);
+		CHECK_INT(l.v[2].st.st_gid, SB_ID_UNTOLD);
 	}
 	sb_dirlist_free(&l);
 	CHECK_INT(modal_parse_file_list("{}", 2, &l), -EPROTO);
