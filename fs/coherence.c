@@ -294,6 +294,8 @@ void fs_changed(struct fs *fs, const char *relpath, const struct stat *st)
 			push_inval(&l, 0, p->ino, name, false); /* a negative entry */
 		if (p) {
 			node_forget_attr(p);
+			if ((n && S_ISDIR(n->st.st_mode)) || (st && S_ISDIR(st->st_mode)))
+				p->links_stale = true;
 			if (p->nlookup)
 				push_inval(&l, p->ino, 0, NULL, true);
 		}
@@ -395,8 +397,9 @@ static int save_one(struct node *n, const char *rel, const char *dir,
 	struct file_state *f = n->file;
 	char src[64];
 	snprintf(src, sizeof src, "/proc/self/fd/%d", f->fd);
-	if (ftruncate(f->fd, f->size) < 0)
-		return -errno;
+	int r = file_state_fit_spool(f);
+	if (r < 0)
+		return r;
 	return unsaved_save(AT_FDCWD, src, false, rel, dir, saved_as, len);
 }
 

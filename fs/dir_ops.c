@@ -119,6 +119,7 @@ static void apply_listing(struct fs *fs, struct node *p,
 	}
 	/* Where the sandbox does not count a directory's links, a listing
 	 * does: the subdirectories an sbexec made or moved count too. */
+	p->links_stale = false;
 	if (p->nlink_untold && S_ISDIR(p->st.st_mode)) {
 		nlink_t links = 2;
 		for (c = p->children; c; c = c->next_sibling)

@@ -379,13 +379,18 @@ static int apply_setattr(struct fs *fs, struct node *n, struct file_state *f,
 		}
 	}
 	if (path && err == 0 && (to_set & (FS_SET_ATIME | FS_SET_MTIME))) {
-		/* An upload would reset the times: upload first. */
-		if (f && f->dirty)
-			err = fs_upload_locked(fs, n, f, path);
 		struct timespec ts[2];
 		setattr_times(attr, to_set, ts);
-		if (err == 0)
-			err = sb_utimens(fs->b, path, ts);
+		if (f && f->dirty && fs->wb) {
+			/* Write-back: they go with the upload (tar, cp -p). */
+			err = file_state_set_times(f, ts);
+		} else {
+			/* An upload would reset the times: upload first. */
+			if (f && f->dirty)
+				err = fs_upload_locked(fs, n, f, path);
+			if (err == 0)
+				err = sb_utimens(fs->b, path, ts);
+		}
 	}
 	if (path && err == 0 && (to_set & (FS_SET_UID | FS_SET_GID)))
 		err = chown_path(fs, n, f, path, attr, to_set);

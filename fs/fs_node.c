@@ -89,6 +89,25 @@ static char *join_guest_path(const char *dir, const char *name, int *err)
 	return p;
 }
 
+/* Directory n's subdirectories changed by a report (links_stale): where
+ * its stat counts no links, a listing counts them (apply_listing); one
+ * that fails leaves the count for the next stat. Table lock held; n again,
+ * or NULL with *err once it has gone. */
+static struct node *recount_links(struct fs *fs, struct node *n, int *err)
+{
+	n->links_stale = false;
+	if (!n->nlink_untold || !S_ISDIR(n->st.st_mode))
+		return n;
+	uint64_t ino = n->ino;
+	int r = fs_load_listing(fs, ino);
+	n = node_by_ino(&fs->t, ino);
+	if (!n)
+		*err = -ENOENT;
+	else if (r < 0)
+		n->links_stale = true;
+	return n;
+}
+
 struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 			     const char *name, struct node *n, int *err)
 {
@@ -165,7 +184,7 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 		if (!n->file || !n->file->dirty)
 			fs_record_attr(fs, n, since, &st, link);
 		free(link);
-		return n;
+		return n->links_stale ? recount_links(fs, n, err) : n;
 	}
 }
 

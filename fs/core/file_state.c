@@ -33,6 +33,7 @@ struct file_state *file_state_new(const char *spool_dir, off_t size,
 	f->seq_next = -1;
 	f->identity_known = remote_exists;
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
+	f->ctime = f->mtime;
 	return f;
 }
 
@@ -76,9 +77,24 @@ struct file_state *file_state_clone(const struct file_state *f,
 		return NULL;
 	}
 	c->mtime = f->mtime;
+	c->ctime = f->ctime;
 	c->remote_mtime = f->remote_mtime;
 	memcpy(c->ident, f->ident, sizeof c->ident);
 	return c;
+}
+
+/* The content changed here: the mtime a utimens asked before no longer
+ * holds (its atime does). */
+static void changed_here(struct file_state *f)
+{
+	f->dirty = f->written = true;
+	f->wb_durable = false;
+	clock_gettime(CLOCK_REALTIME, &f->mtime);
+	f->ctime = f->mtime;
+	if (f->times_wanted_set) {
+		f->times_wanted[1].tv_nsec = UTIME_OMIT;
+		f->times_wanted_set = f->times_wanted[0].tv_nsec != UTIME_OMIT;
+	}
 }
 
 static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
@@ -528,9 +544,7 @@ ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
 		return r;
 	if (end > f->size)
 		f->size = end;
-	f->dirty = f->written = true;
-	f->wb_durable = false;
-	clock_gettime(CLOCK_REALTIME, &f->mtime);
+	changed_here(f);
 	return (ssize_t)len;
 }
 
@@ -546,9 +560,7 @@ int file_state_truncate(struct file_state *f, off_t size)
 			return r;
 	}
 	f->size = size;
-	f->dirty = f->written = true;
-	f->wb_durable = false;
-	clock_gettime(CLOCK_REALTIME, &f->mtime);
+	changed_here(f);
 	return 0;
 }
 
@@ -564,8 +576,22 @@ int file_state_upload_prepare(struct file_state *f, struct sb_backend *b,
 			return f->upload_error = r;
 	}
 	/* A new file the sandbox never had: its gaps are holes. */
+	int r = file_state_fit_spool(f);
+	return r < 0 ? (f->upload_error = r) : 0;
+}
+
+int file_state_fit_spool(struct file_state *f)
+{
+	struct stat st;
+	if (fstat(f->fd, &st) < 0)
+		return -errno;
+	if (st.st_size == f->size)
+		return 0;
 	if (ftruncate(f->fd, f->size) < 0)
-		return f->upload_error = -errno;
+		return -errno;
+	/* the truncate moved the spool's times */
+	if (f->times_wanted_set && futimens(f->fd, f->times_wanted) < 0)
+		return -errno;
 	return 0;
 }
 
@@ -620,7 +646,49 @@ int file_state_upload(struct file_state *f, struct sb_backend *b,
 	r = sb_write_file(b, &u);
 	file_state_upload_done(f, &u, r);
 	*mtime_set = r == 0 && u.mtime_set;
-	return r;
+	return r < 0 ? r : file_state_upload_times(f, b, guest_path, *mtime_set);
+}
+
+int file_state_set_times(struct file_state *f, const struct timespec ts[2])
+{
+	struct timespec now, want[2] = {ts[0], ts[1]};
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (int i = 0; i < 2; i++) {
+		if (want[i].tv_nsec == UTIME_NOW)
+			want[i] = now;
+		if (want[i].tv_nsec == UTIME_OMIT && f->times_wanted_set)
+			want[i] = f->times_wanted[i]; /* asked before, still wanted */
+	}
+	/* On the spool too: a journal entry is the spool, so a file saved
+	 * from a killed daemon's journal keeps them. */
+	if (futimens(f->fd, want) < 0)
+		return -errno;
+	if (want[1].tv_nsec != UTIME_OMIT)
+		f->mtime = want[1];
+	f->ctime = now;
+	f->times_wanted[0] = want[0];
+	f->times_wanted[1] = want[1];
+	f->times_wanted_set = true;
+	return 0;
+}
+
+int file_state_upload_times(struct file_state *f, struct sb_backend *b,
+			    const char *guest_path, bool mtime_set)
+{
+	if (!f->times_wanted_set)
+		return 0;
+	struct timespec ts[2] = {f->times_wanted[0], f->times_wanted[1]};
+	/* The upload gave the mtime, to the second at least (f->mtime is
+	 * what the sandbox got; the shell's touch keeps whole seconds too). */
+	if (mtime_set && f->mtime.tv_sec == ts[1].tv_sec)
+		ts[1].tv_nsec = UTIME_OMIT;
+	if (ts[0].tv_nsec != UTIME_OMIT || ts[1].tv_nsec != UTIME_OMIT) {
+		int r = sb_utimens(b, guest_path, ts);
+		if (r < 0)
+			return f->upload_error = r;
+	}
+	f->times_wanted_set = false;
+	return 0;
 }
 
 void file_state_revalidate(struct file_state *f, off_t size,

@@ -26,6 +26,13 @@ struct file_state {
 	off_t size;              /* the file's current size */
 	mode_t mode;             /* permission bits, used when uploading new */
 	struct timespec mtime;   /* last local change, shown while dirty */
+	struct timespec ctime;   /* last local change of data or times, too */
+	/* Times a utimens asked while the content waited for its upload
+	 * (write-back; UTIME_OMIT for one not asked): the upload carries
+	 * the mtime, and what it could not set follows it
+	 * (file_state_upload_times). A later write supersedes the mtime. */
+	struct timespec times_wanted[2];
+	bool times_wanted_set;
 	struct timespec remote_mtime; /* mtime of the sandbox copy cached */
 	/* After an upload the sandbox's mtime for our content is not known
 	 * yet: the first attributes the sandbox reports with the same size
@@ -135,6 +142,20 @@ void file_state_revalidate(struct file_state *f, off_t size,
  * then the file's. */
 int file_state_upload(struct file_state *f, struct sb_backend *b,
 		      const char *guest_path, bool *mtime_set);
+/* The spool at the file's size (a hole at the end reads as zeroes),
+ * truncated only where it differs, and keeping the times a utimens put
+ * on it (a journal entry or a saved copy is the spool). 0 or -errno. */
+int file_state_fit_spool(struct file_state *f);
+/* A utimens (ts as utimensat's) of f while its content waits for its
+ * upload: applied to the spool and remembered for the upload, with no
+ * call now. f->lock held. 0 or -errno. */
+int file_state_set_times(struct file_state *f, const struct timespec ts[2]);
+/* After f's upload to guest_path landed (mtime_set: it gave f->mtime):
+ * the times file_state_set_times remembered that it did not give, in one
+ * utimens call. 0, or -errno: the sandbox's copy has the content without
+ * them, and f stays dirty to try again. */
+int file_state_upload_times(struct file_state *f, struct sb_backend *b,
+			    const char *guest_path, bool mtime_set);
 /* The two halves of file_state_upload around the write call, for batch
  * uploads: prepare fetches what the spool lacks and sizes it; done records
  * a successful upload of u, with the mtime the backend gave it

@@ -145,7 +145,7 @@ void fs_node_stat(const struct node *n, struct stat *st)
 		st->st_blocks = (n->file->size + 511) / 512;
 		st->st_mode = (st->st_mode & S_IFMT) | n->file->mode;
 		st->st_mtim = n->file->mtime;
-		st->st_ctim = n->file->mtime;
+		st->st_ctim = n->file->ctime;
 	}
 	/* Removed but still open (or still someone's cwd): no name links
 	 * to it any more. */

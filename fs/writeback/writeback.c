@@ -131,7 +131,7 @@ int wb_commit(struct fs *fs, struct node *n, struct file_state *f)
 	 * a file with other names: they show the sandbox's copy, which must
 	 * hold what this name wrote once it is closed. */
 	bool queue = rel && file_state_complete(f) && !linked;
-	if (queue && ftruncate(f->fd, f->size) < 0)
+	if (queue && file_state_fit_spool(f) < 0)
 		queue = false;
 	if (queue && f->wb_seq > 0 && (f->wb_durable || !f->wb_copied)) {
 		queue = f->wb_durable || wb_journal_sync(w->j, f->fd) == 0;
@@ -240,16 +240,18 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 		sb_write_files(fs->b, up, m);
 	size_t ok = 0, bad = 0;
 	for (size_t i = 0; i < m; i++) {
-		if (up[i].rc == 0) {
-			file_state_upload_done(which[i]->f, &up[i], 0);
-			fs_record_upload(fs, which[i]->n, which[i]->f,
-					 up[i].mtime_set);
+		struct file_state *f = which[i]->f;
+		int rc = up[i].rc;
+		file_state_upload_done(f, &up[i], rc);
+		if (rc == 0)
+			rc = file_state_upload_times(f, fs->b, up[i].path, up[i].mtime_set);
+		if (rc == 0) {
+			fs_record_upload(fs, which[i]->n, f, up[i].mtime_set);
 			ok++;
 		} else {
-			file_state_upload_done(which[i]->f, &up[i], up[i].rc);
 			sb_warn("upload of %s failed: %s (kept locally; retried at "
 				"the next sync, sbexec, fsync or unmount)",
-				up[i].path, strerror(-up[i].rc));
+				up[i].path, strerror(-rc));
 			bad++;
 		}
 	}

@@ -285,6 +285,42 @@ f30"
 	backend_sweep
 }
 
+# tar -x and cp -p set each file's times after closing it. In write-back
+# mode that makes no call: the upload carries them (or one utimens follows
+# it where the vendor's upload cannot), and a kill -9 saves them too.
+@test "writeback: times set after close (tar -x) go with the upload; kill -9 saves them" {
+	wb_mount inject_latency_ms=2000
+	mkdir "$T/src"
+	for i in 1 2 3 4 5; do
+		echo "file $i" >"$T/src/f$i"
+		touch -d "2001-02-0$i 04:05:06" "$T/src/f$i"
+	done
+	tar -C "$T/src" -cf "$T/f.tar" f1 f2 f3 f4 f5
+	# whole seconds: the shell fallback's touch sets no finer
+	want=$(cd "$T/src" && stat -c '%n %Y' f*)
+	mkdir "$MNT/a" "$MNT/b"
+	sbfs sync "$MNT"
+	before=$(calls utimens)
+	tar -C "$MNT/a" --no-same-owner -xf "$T/f.tar"
+	assert_eq "$(calls utimens)" "$before" "utimens calls before the drain"
+	assert_eq "$(cd "$MNT/a" && stat -c '%n %Y' f*)" "$want" "times on the mount"
+	sbfs sync "$MNT"
+	assert_eq "$(sb sh -c 'cd /workspace/a && stat -c "%n %Y" f*')" "$want" "times in the sandbox"
+	assert_eq "$(sb cat /workspace/a/f3)" "file 3"
+	# the second copy is still queued when the daemon dies
+	tar -C "$MNT/b" --no-same-owner -xf "$T/f.tar"
+	(($(pending) >= 5)) || fail "files not pending: $(pending)"
+	kill -KILL "$SBFS_PID"
+	poll 10 not_pid_alive "$SBFS_PID"
+	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
+	run sbfs status "$T/nowhere"
+	assert_output_has "not uploaded"
+	saved=$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*/b)
+	assert_eq "$(cd "$saved" && stat -c '%n %Y' f*)" "$want" "times of the saved files"
+	assert_eq "$(cat "$saved/f3")" "file 3"
+	backend_sweep
+}
+
 @test "writeback: unmount waits for the queue and exits 0" {
 	wb_mount inject_latency_ms=300 -f
 	for i in $(seq 1 20); do echo "$i" >"$MNT/u$i"; done

@@ -604,8 +604,13 @@ static int op_utimens(struct sb_backend *b, const char *path,
 	struct mnode *n = walk(m, path, NULL, NULL);
 	if (!n)
 		r = -ENOENT;
-	else if (ts[1].tv_nsec != UTIME_OMIT && ts[1].tv_nsec != UTIME_NOW)
-		n->st.st_mtim = ts[1];
+	for (int i = 0; n && i < 2; i++) {
+		struct timespec *t = i ? &n->st.st_mtim : &n->st.st_atim;
+		if (ts[i].tv_nsec == UTIME_NOW)
+			*t = (struct timespec){++m->tick, 0};
+		else if (ts[i].tv_nsec != UTIME_OMIT)
+			*t = ts[i];
+	}
 	LEAVE();
 }
 

@@ -551,6 +551,50 @@ static void test_writeback_upload_before_dir_rename(void)
 	teardown(&t);
 }
 
+/* tar and cp -p set each file's times after closing it: in write-back
+ * mode that costs no call, the upload carries them (or one utimens
+ * follows it where the backend's upload cannot, as here), and a write
+ * after them gives the file a new mtime again. */
+static void test_writeback_times_go_with_upload(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	wb_paths_write_lock(&t.fs); /* no worker uploads until the drain */
+	struct fs_open o;
+	uint64_t a = make_file(&t, ROOT, "a", "data", &o);
+	fs_release(&t.fs, a, o.fh);
+	unsigned long calls = mem_calls(t.b, SB_CALL_WRITE) + mem_calls(t.b, SB_CALL_UTIMENS);
+	struct stat attr = {.st_atim = {1000000000, 7}, .st_mtim = {1100000000, 5}}, st;
+	CHECK_INT(fs_setattr(&t.fs, a, &attr, FS_SET_ATIME | FS_SET_MTIME, &st), 0);
+	CHECK_INT(mem_calls(t.b, SB_CALL_WRITE) + mem_calls(t.b, SB_CALL_UTIMENS), calls);
+	CHECK_INT(st.st_mtim.tv_sec, 1100000000);
+	CHECK(st.st_ctim.tv_sec > 1700000000); /* the change is now */
+	double timeout;
+	CHECK_INT(fs_getattr(&t.fs, a, &st, &timeout), 0);
+	CHECK_INT(st.st_mtim.tv_sec, 1100000000);
+	CHECK_INT(st.st_mtim.tv_nsec, 5);
+	/* the second file: times, then a write that supersedes the mtime */
+	uint64_t b = make_file(&t, ROOT, "b", "x", &o);
+	CHECK_INT(fs_setattr(&t.fs, b, &attr, FS_SET_ATIME | FS_SET_MTIME, &st), 0);
+	CHECK_INT(fs_write(&t.fs, b, o.fh, "yz", 2, 1), 2);
+	fs_release(&t.fs, b, o.fh);
+	wb_paths_unlock(&t.fs);
+	wb_drain(&t.fs);
+	char *got = mem_get(t.b, W "/a");
+	CHECK(got && !strcmp(got, "data"));
+	free(got);
+	CHECK_INT(sb_stat(t.b, W "/a", &st, NULL), 0);
+	CHECK_INT(st.st_mtim.tv_sec, 1100000000);
+	CHECK_INT(st.st_mtim.tv_nsec, 5);
+	CHECK_INT(st.st_atim.tv_sec, 1000000000);
+	CHECK_INT(sb_stat(t.b, W "/b", &st, NULL), 0);
+	CHECK(st.st_mtim.tv_sec != 1100000000);
+	CHECK_INT(st.st_atim.tv_sec, 1000000000);
+	CHECK_INT(fs_getattr(&t.fs, a, &st, &timeout), 0);
+	CHECK_INT(st.st_mtim.tv_sec, 1100000000);
+	teardown(&t);
+}
+
 static void test_writeback_pending_rename_and_unlink(void)
 {
 	struct t t;
@@ -1364,6 +1408,7 @@ int main(void)
 	test_read_ending_after_an_upload();
 	test_writeback_upload_before_dir_rename();
 	test_writeback_pending_rename_and_unlink();
+	test_writeback_times_go_with_upload();
 	test_writeback_pending_rename_over_sandbox_file();
 	test_writeback_queued_remove();
 	test_link_counts_without_inodes();
