@@ -139,6 +139,10 @@ static void collect_inval(struct node *n, void *arg)
 	 * forgotten, it would be asked of a sandbox that has not got it. */
 	if (l->forget && !(n->file && n->file->dirty))
 		node_forget_attr(n);
+	/* What the sandbox changed may include its subdirectories: where
+	 * its stat counts no links, only a listing tells them again. */
+	if (S_ISDIR(n->st.st_mode))
+		n->links_stale = true;
 	/* The sandbox may have rewritten any file: cached content goes,
 	 * whatever its size and mtime say. */
 	if (n->file) {

@@ -100,8 +100,14 @@ static void apply_listing(struct fs *fs, struct node *p,
 			fs_map_attr(fs, &d->st);
 			if (!ids_told)
 				guess_ids(fs, c, &d->st);
+			/* a directory whose count only a listing of its own
+			 * tells again, this one telling none: asked at its
+			 * next stat */
+			bool recount = c->links_stale && S_ISDIR(d->st.st_mode);
+			if (recount && d->st.st_nlink)
+				c->links_stale = recount = false;
 			node_set_attr(&fs->t, c, &d->st, d->link_target,
-				      ids_told ? &exp : &now);
+				      ids_told && !recount ? &exp : &now);
 		}
 	}
 	p->list_entries = list->n;

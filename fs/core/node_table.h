@@ -47,9 +47,10 @@ struct node {
 	 * count is then the mount's, from its listings and its own mkdir,
 	 * rmdir and rename. */
 	bool nlink_untold;
-	/* The watch reported a subdirectory made or gone here (a command's
-	 * mkdir or rmdir): a count nlink_untold kept is wrong until a
-	 * listing counts again (fs_refresh_attr asks for one). */
+	/* The sandbox may have made or removed subdirectories here behind
+	 * the mount (a command, reported or not): a count nlink_untold kept
+	 * is wrong until a listing counts again (the next stat asks for
+	 * one, fs_refresh_attr). */
 	bool links_stale;
 	/* The attributes are the mount's own guess (fs_record_new): a
 	 * stat's mtime may differ from them without anything changed. */

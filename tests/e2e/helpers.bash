@@ -454,14 +454,28 @@ nothing_left_behind() {
 fusermount_u() {
 	local mnt=$1 i out
 	for i in 1 2 3 4 5; do
-		out=$(timeout 30 fusermount3 -u "$mnt" 2>&1) && return 0
+		out=$(timeout -k 5 30 fusermount3 -u "$mnt" 2>&1) && return 0
 		[[ $out == *"Device or resource busy"* ]] || break
 		echo "fusermount3 -u $mnt: busy (try $i); held by: $(mount_users "$mnt")" >&2
+		[[ $i != 1 ]] || stuck_report "$mnt" >&2
 		tally "unmounts retried after EBUSY" 1
 		nap 1
 	done
 	printf '%s\n' "$out" >&2
-	fail "fusermount3 -u $mnt failed; what held it then: $(mount_users "$mnt")"
+	fail "fusermount3 -u $mnt failed; what held it then: $(mount_users "$mnt")
+$(stuck_report "$mnt")"
+}
+
+# stuck_report MNT: the processes in uninterruptible sleep and the threads
+# of the daemon serving MNT, with the kernel function each waits in: a
+# mount busy with no process holding it is a call stuck in it.
+stuck_report() {
+	local pid t
+	ps -eo pid=,stat=,wchan:32=,comm= 2>/dev/null | awk '$2 ~ /^D/ { print "  in D state: " $0 }'
+	pid=$(sbfs_daemon_pid "$1" 2>/dev/null) || return 0
+	for t in /proc/"$pid"/task/*; do
+		echo "  daemon $pid thread ${t##*/}: $(cat "$t/comm" 2>/dev/null) waits in $(cat "$t/wchan" 2>/dev/null)"
+	done
 }
 
 # unmount_sbfs [MNT]: `fusermount3 -u` and wait for the daemon to go.
@@ -523,7 +537,9 @@ mount_users() {
 			target=$(readlink "$link" 2>/dev/null) || continue
 			# MNT or below it: not a sibling such as MNT.log
 			[[ $target == "$1" || $target == "$1"/* ]] || continue
-			echo "  busy: ${p#/proc/}: $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) ($link)"
+			# a process stuck in a page fault holds its memory's
+			# lock, which reading its cmdline waits for
+			echo "  busy: ${p#/proc/}: $(timeout -k 1 2 sh -c 'tr "\0" " " <"$1"' sh "$p/cmdline" 2>/dev/null) ($link)"
 			break
 		done
 	done

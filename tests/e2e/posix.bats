@@ -379,7 +379,7 @@ clock_past() { (($(date +%s%N) > $1 + 20000000)); }
 # dir_times_follow DIR: create, unlink, rename, mkdir, rmdir and symlink in
 # DIR each change DIR's mtime and ctime, seen through DIR at once.
 dir_times_follow() {
-	local dir=$1 step m0 c0 m1 c1
+	local dir=$1 step m0 c0 m1 c1 said
 	local steps=("open 0 $dir/a w,creat 644 close 0" "rename $dir/a $dir/b -"
 		     "unlink $dir/b" "mkdir $dir/d 755" "rename $dir/d $dir/e -"
 		     "rmdir $dir/e" "symlink x $dir/s" "unlink $dir/s")
@@ -387,10 +387,10 @@ dir_times_follow() {
 		read -r m0 c0 < <(ns_times "$dir")
 		poll 10 clock_past "$((m0 > c0 ? m0 : c0))" || fail "clock stuck" || return 1
 		# shellcheck disable=SC2086 # the step is a posixop argument list
-		po $step >/dev/null
+		said=$(po $step | tr '\n' ' ')
 		read -r m1 c1 < <(ns_times "$dir")
-		((m1 > m0)) || fail "$dir: mtime unchanged by: $step" || return 1
-		((c1 > c0)) || fail "$dir: ctime unchanged by: $step" || return 1
+		((m1 > m0)) || fail "$dir: mtime unchanged by: $step (posixop: $said; $m0 -> $m1)" || return 1
+		((c1 > c0)) || fail "$dir: ctime unchanged by: $step (posixop: $said; $c0 -> $c1)" || return 1
 	done
 }
 
