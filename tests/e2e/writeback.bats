@@ -19,6 +19,16 @@ wb_mount() {
 
 wb() { status_json | jq -er ".writeback.$1"; }
 
+# kill_and_recover: kill -9 the daemon, drop its mount, and let the next
+# `sbfs status` save what its journal holds ($output: what it said).
+kill_and_recover() {
+	kill -KILL "$SBFS_PID"
+	poll 10 not_pid_alive "$SBFS_PID"
+	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
+	run sbfs status "$T/nowhere"
+	assert_output_has "not uploaded"
+}
+
 # pending: files queued or uploading
 pending() { echo $(($(wb queued) + $(wb in_flight))); }
 drained() { [[ $(pending) == 0 ]]; }
@@ -223,11 +233,7 @@ f30"
 	sbfs sync "$MNT"
 	for i in 1 2 3; do echo "data $i" >"$MNT/sub/k$i"; done
 	(($(pending) >= 3)) || fail "files not pending: $(pending)"
-	kill -KILL "$SBFS_PID"
-	poll 10 not_pid_alive "$SBFS_PID"
-	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
-	run sbfs status "$T/nowhere"
-	assert_output_has "not uploaded"
+	kill_and_recover
 	lines=$(grep -c "not uploaded" <<<"$output")
 	assert_eq "$lines" 1 "one line per mount"
 	saved=$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*/sub)
@@ -255,11 +261,7 @@ f30"
 	assert_eq "$(calls link)" 0 "link calls: the link waits for the upload"
 	assert_eq "$(cat "$MNT/o/final")" object
 	assert_eq "$(stat -c %h "$MNT/o/final")" 2 "links on the mount"
-	kill -KILL "$SBFS_PID"
-	poll 10 not_pid_alive "$SBFS_PID"
-	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
-	run sbfs status "$T/nowhere"
-	assert_output_has "not uploaded"
+	kill_and_recover
 	saved=$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*)
 	assert_eq "$(cat "$saved/o/final")" object "the saved file"
 	[[ ! -e $saved/o/tmp_obj ]] || fail "saved under the old name too"
@@ -276,11 +278,7 @@ f30"
 	echo two >"$MNT/again"
 	(($(pending) >= 1)) || fail "the second version was not left to the queue: pending $(pending)"
 	! grep -q "cannot journal" "$T/mnt.log" || fail "$(grep "cannot journal" "$T/mnt.log")"
-	kill -KILL "$SBFS_PID"
-	poll 10 not_pid_alive "$SBFS_PID"
-	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
-	run sbfs status "$T/nowhere"
-	assert_output_has "not uploaded"
+	kill_and_recover
 	assert_eq "$(cat "$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*)/again")" two "the saved file"
 	backend_sweep
 }
@@ -310,11 +308,7 @@ f30"
 	# the second copy is still queued when the daemon dies
 	tar -C "$MNT/b" --no-same-owner -xf "$T/f.tar"
 	(($(pending) >= 5)) || fail "files not pending: $(pending)"
-	kill -KILL "$SBFS_PID"
-	poll 10 not_pid_alive "$SBFS_PID"
-	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT"
-	run sbfs status "$T/nowhere"
-	assert_output_has "not uploaded"
+	kill_and_recover
 	saved=$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*/b)
 	assert_eq "$(cd "$saved" && stat -c '%n %Y' f*)" "$want" "times of the saved files"
 	assert_eq "$(cat "$saved/f3")" "file 3"
