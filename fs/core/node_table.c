@@ -234,6 +234,14 @@ int node_move(struct node_table *t, struct node *n, struct node *new_parent,
 	return 0;
 }
 
+/* A directory whose link count the mount's own mkdir, rmdir or rename
+ * changed: where the stat counts none, a node made again would start
+ * from 2, whatever it holds. */
+static bool keeps_link_count(const struct node *n)
+{
+	return S_ISDIR(n->st.st_mode) && n->links_counted;
+}
+
 bool node_release_if_unused(struct node_table *t, struct node *n)
 {
 	if (n == t->root || n->nlookup > 0 || n->file || n->open_dirs > 0 ||
@@ -241,7 +249,7 @@ bool node_release_if_unused(struct node_table *t, struct node *n)
 		return false;
 	/* A node still in the tree is kept while it caches attributes or
 	 * is an alias. */
-	if (n->parent && (n->attr_set || n->alias_of))
+	if (n->parent && (n->attr_set || n->alias_of || keeps_link_count(n)))
 		return false;
 	name_unhash(t, n);
 	struct node *parent = n->parent;
@@ -371,6 +379,7 @@ void node_subdirs_changed(struct node *d, int delta)
 	if (d->st.st_nlink < 2 || (delta < 0 && d->st.st_nlink == 2))
 		return;
 	d->st.st_nlink += delta;
+	d->links_counted = true;
 }
 
 bool node_list_fresh(const struct node_table *t, const struct node *n,
@@ -397,7 +406,8 @@ bool node_evictable(const struct node_table *t, const struct node *n)
 	 * readdirplus hands those to the kernel: they stay while it is open */
 	return n != t->root && n->parent && n->parent->open_dirs == 0 &&
 	       n->nlookup == 0 && !n->file && n->open_dirs == 0 && !n->children &&
-	       !n->alias_of; /* the kernel may hold its name with another node */
+	       !n->alias_of && /* the kernel may hold its name with another node */
+	       !keeps_link_count(n);
 }
 
 static bool over_bound(const struct node_table *t)

@@ -47,6 +47,10 @@ struct node {
 	 * count is then the mount's, from its listings and its own mkdir,
 	 * rmdir and rename. */
 	bool nlink_untold;
+	/* The mount's own mkdir, rmdir or rename changed this directory's
+	 * count: the node is never released or evicted, as the count
+	 * may be known nowhere else. */
+	bool links_counted;
 	/* The sandbox may have made or removed subdirectories here behind
 	 * the mount (a command, reported or not): a count nlink_untold kept
 	 * is wrong until a listing counts again (the next stat asks for
