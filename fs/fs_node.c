@@ -89,7 +89,8 @@ static char *join_guest_path(const char *dir, const char *name, int *err)
 	return p;
 }
 
-/* Directory n's subdirectories changed by a report (links_stale): where
+/* Directory n's subdirectories may have changed behind the mount (a
+ * report or a coherence point: links_stale): where
  * its stat counts no links, a listing counts them (apply_listing); one
  * that fails leaves the count for the next stat. Table lock held; n again,
  * or NULL with *err once it has gone. */
