@@ -466,16 +466,27 @@ fusermount_u() {
 $(stuck_report "$mnt")"
 }
 
-# stuck_report MNT: the processes in uninterruptible sleep and the threads
-# of the daemon serving MNT, with the kernel function each waits in: a
-# mount busy with no process holding it is a call stuck in it.
+# stuck_report MNT [PID]: what an unmount that fails or hangs waits for: the
+# processes in uninterruptible sleep (a call stuck in the mount holds it)
+# with their kernel stacks, and the daemon serving MNT: where each thread
+# waits in the kernel and, where gdb is installed, each thread's stack (a daemon that stopped answering shows the lock
+# or call it waits in). Bounded: it runs in a teardown.
 stuck_report() {
 	local pid t
-	ps -eo pid=,stat=,wchan:32=,comm= 2>/dev/null | awk '$2 ~ /^D/ { print "  in D state: " $0 }'
-	pid=$(sbfs_daemon_pid "$1" 2>/dev/null) || return 0
+	ps -eo pid=,stat=,wchan:32=,args= 2>/dev/null | awk '$2 ~ /^D/' |
+		while read -r t _; do
+			echo "  in D state: $(ps -o pid=,wchan:32=,args= -p "$t" 2>/dev/null)"
+			sed 's/^/      /' "/proc/$t/stack" 2>/dev/null | head -n 12
+		done
+	pid=${2:-$(sbfs_daemon_pid "$1" 2>/dev/null)} || return 0
+	[[ -n $pid ]] || return 0
 	for t in /proc/"$pid"/task/*; do
-		echo "  daemon $pid thread ${t##*/}: $(cat "$t/comm" 2>/dev/null) waits in $(cat "$t/wchan" 2>/dev/null)"
+		echo "  daemon $pid thread ${t##*/} ($(cat "$t/comm" 2>/dev/null)) waits in $(cat "$t/wchan" 2>/dev/null)"
 	done
+	if command -v gdb >/dev/null; then
+		timeout -k 5 60 gdb -p "$pid" -batch -nx -ex 'thread apply all bt 20' 2>/dev/null |
+			grep -E '^(Thread|#)' | sed 's/^/    /'
+	fi
 }
 
 # unmount_sbfs [MNT]: `fusermount3 -u` and wait for the daemon to go.
@@ -528,21 +539,21 @@ _record_fault_counters() {
 	return 0
 }
 
-# mount_users MNT: the processes whose cwd, root or open files are under
-# MNT (what keeps an unmount busy), one "pid: args" line each.
+# mount_users MNT: the processes whose cwd, root, open or mapped files are
+# under MNT (what keeps an unmount busy), one "pid: args" line each. One
+# find over /proc, bounded: a machine running a suite has many thousand
+# file descriptors, and one readlink process each once outran bats'
+# timeout of a test's teardown.
 mount_users() {
-	local p link target
-	for p in /proc/[0-9]*; do
-		for link in "$p/cwd" "$p/root" "$p"/fd/*; do
-			target=$(readlink "$link" 2>/dev/null) || continue
-			# MNT or below it: not a sibling such as MNT.log
-			[[ $target == "$1" || $target == "$1"/* ]] || continue
+	local p
+	timeout -k 2 20 find /proc/[0-9]*/cwd /proc/[0-9]*/root /proc/[0-9]*/fd /proc/[0-9]*/map_files \
+		-maxdepth 1 \( -lname "$1" -o -lname "$1/*" \) -printf '%p\n' 2>/dev/null |
+		cut -d/ -f3 | sort -un |
+		while read -r p; do
 			# a process stuck in a page fault holds its memory's
 			# lock, which reading its cmdline waits for
-			echo "  busy: ${p#/proc/}: $(timeout -k 1 2 sh -c 'tr "\0" " " <"$1"' sh "$p/cmdline" 2>/dev/null) ($link)"
-			break
+			echo "  busy: $p: $(timeout -k 1 2 sh -c 'tr "\0" " " <"$1"' sh "/proc/$p/cmdline" 2>/dev/null)"
 		done
-	done
 }
 
 _teardown_mount() {
@@ -550,14 +561,19 @@ _teardown_mount() {
 	mnt=$(cat "$rec/mnt")
 	pid=$(cat "$rec/pid" 2>/dev/null || true)
 	if is_mounted "$mnt"; then
-		local i
+		local i out
 		for i in 1 2 3 4 5 6; do
-			timeout 30 fusermount3 -u "$mnt" 2>/dev/null && break
+			out=$(timeout -k 5 30 fusermount3 -u "$mnt" 2>&1) && break
+			# what holds the mount, while it still does
+			if ((i == 1)); then
+				echo "teardown: fusermount3 -u $mnt: ${out:-no answer in 30 s}; what holds it:" >&2
+				mount_users "$mnt" >&2
+				stuck_report "$mnt" "$pid" >&2
+			fi
 			nap 1
 		done
 		if is_mounted "$mnt"; then
 			echo "teardown: fusermount3 -u $mnt failed; killing the daemon" >&2
-			mount_users "$mnt" >&2
 			forced=1
 			[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
 			fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
