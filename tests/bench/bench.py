@@ -194,7 +194,8 @@ for _ in range(int(sys.argv[2])):
 # after another, at the least (each times the latency, plus the local
 # disk's time for the same work). Write-back and a watched cache make
 # everything else avoidable:
-#   creates, cp, git add/commit: 1: every file in one batch, landed by sync;
+#   creates, cp, tar -x, git add/commit: 1: every file in one batch,
+#   landed by sync;
 #   git status, grep, ls warm: 0: nothing changed since the mount listed
 #   and read it (git's index lock is made and removed before it need
 #   reach the sandbox);
@@ -228,6 +229,10 @@ def workloads(p):
          f'  pids="$pids $!"\ndone\nfor p in $pids; do wait $p; done', None),
         ("cp", f"cp -r tree ({p['tree_files']} files, "
                f"{p['tree_bytes'] / 1e6:.1f} MB)", f'cp -r "$SRC" tree', None),
+        # tar sets each file's times after closing it, and (as root)
+        # its owner; a user's tar sets only the times.
+        ("untar", f"tar -x of the tree, times kept ({p['tree_files']} files)",
+         'mkdir untar && tar --no-same-owner -xf "$SRCTAR" -C untar', None),
         ("git", "git init && add -A && commit",
          "cd tree && git init -q && git add -A && git commit -q -m bench", None),
         ("gitst", "git status", "cd tree && git status --porcelain", None),
@@ -259,7 +264,7 @@ def workloads(p):
          f'for i in $(seq {saves}); do printf "%s %s\\n" "$i" "$EDIT" > .edit.txt.tmp; '
          'sync .edit.txt.tmp; mv -f .edit.txt.tmp edit.txt; done', None),
         ("rm", "rm -rf tree + creates", "rm -rf tree creates edit.txt",
-         "rm -rf lsdir pcreates " + " ".join(f"list{n_}" for n_ in p["list_sizes"])),
+         "rm -rf lsdir pcreates untar " + " ".join(f"list{n_}" for n_ in p["list_sizes"])),
     ]
 
 
@@ -527,7 +532,7 @@ class Rclone(Target):
 
 RCLONE_RC_PORT = 22700
 # The steps after which the rclone peer is checked for files it lost.
-WRITE_STEPS = ("create", "pcreate", "cp", "git", "ddw", "saves")
+WRITE_STEPS = ("create", "pcreate", "cp", "untar", "git", "ddw", "saves")
 
 
 # ---------------------------------------------------------------- runs
@@ -541,7 +546,7 @@ def run_target(t, p, timeout, results, calls, requests, journal, lost):
             results[(t.name, w[0])] = why.split(" (")[0] + (
                 " (not implemented)" if "not implemented" in why else "")
         return why
-    env = {"SRC": p["src"], "EDIT": "y" * 8000}
+    env = {"SRC": p["src"], "SRCTAR": p["srctar"], "EDIT": "y" * 8000}
     try:
         for key, label, script, oob in workloads(p):
             if p.get("workloads") and key not in p["workloads"]:
@@ -922,6 +927,8 @@ def main():
                              capture_output=True, text=True, check=True).stdout
         m = re.match(r"(\d+) files, (\d+) bytes", out)
         p["tree_files"], p["tree_bytes"] = int(m.group(1)), int(m.group(2))
+        p["srctar"] = os.path.join(base, "src.tar")
+        subprocess.run(["tar", "-cf", p["srctar"], "-C", p["src"], "."], check=True)
 
         lat = a.latency_ms
         configs = ["local disk", "sbfs 0 ms", "sbfs wb 0 ms", "sshfs 0 ms", "rclone 0 ms",
