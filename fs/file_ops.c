@@ -325,6 +325,20 @@ static int chown_path(struct fs *fs, struct node *n, struct file_state *f,
 	uid_t uid = (to_set & FS_SET_UID) ? attr->st_uid : (uid_t)-1;
 	gid_t gid = (to_set & FS_SET_GID) ? attr->st_gid : (gid_t)-1;
 	fs_unmap_owner(fs, &uid, &gid);
+	/* A new file's first upload makes it the sandbox user's: a chown to
+	 * that user (tar or cp -p as root, with the caller's own ids) is
+	 * what the upload gives, and cannot fail. Nothing to send. Not
+	 * under a set-group-ID directory, whose group a new file may take
+	 * or not, as the backend's upload makes it. */
+	if (f && f->dirty && !f->remote_exists &&
+	    (uid == (uid_t)-1 || uid == fs->b->guest_uid) &&
+	    (gid == (gid_t)-1 || gid == fs->b->guest_gid)) {
+		table_lock(fs);
+		bool sgid_dir = !n->parent || (n->parent->st.st_mode & S_ISGID);
+		table_unlock(fs);
+		if (!sgid_dir)
+			return 0;
+	}
 	int err = 0;
 	if (f && f->dirty)
 		err = fs_upload_locked(fs, n, f, path);

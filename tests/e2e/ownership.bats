@@ -67,6 +67,25 @@ close OK" open 0 w w,creat 644 write 0 hello chown w 4321 4321 close 0
 	assert_eq "$(sb cat "$WS/w")" hello
 }
 
+@test "a chown of a file still being written to your own ids (cp -p as root) costs no call, and the file is the sandbox user's" {
+	need_root
+	mount_sbfs
+	cd "$MNT"
+	local me guest c0
+	me="$(id -u) $(id -g)"
+	guest=$(sb sh -c 'echo "$(id -u) $(id -g)"')
+	c0=$(calls chown)
+	expect_po "open OK
+write OK 5
+chown OK
+close OK" open 0 w w,creat 644 write 0 hello chown w "$(id -u)" "$(id -g)" close 0
+	assert_eq "$(owner_on_mount w)" "$me" "w on the mount"
+	sbfs sync "$MNT" # write-back: the upload lands
+	assert_eq "$(calls chown)" "$c0" "chown calls"
+	assert_eq "$(owner_in_sandbox w)" "$guest" "w in the sandbox"
+	assert_eq "$(sb cat "$WS/w")" hello
+}
+
 @test "idmap=user (default): the sandbox's user shows as you, and a chown to you is a chown to it" {
 	need_root
 	mount_sbfs

@@ -595,6 +595,43 @@ static void test_writeback_times_go_with_upload(void)
 	teardown(&t);
 }
 
+/* tar or cp -p as root chown each new file to the caller's own ids: the
+ * sandbox user's, which the file's upload gives it anyway. */
+static void test_chown_to_sandbox_user_goes_with_upload(void)
+{
+	struct t t;
+	setup(&t);
+	struct fs_open o;
+	struct stat mine = {.st_uid = t.fs.uid, .st_gid = t.fs.gid}, st;
+	uint64_t a = make_file(&t, ROOT, "a", "data", &o);
+	unsigned long calls = mem_calls(t.b, SB_CALL_WRITE) + mem_calls(t.b, SB_CALL_CHOWN);
+	CHECK_INT(fs_setattr(&t.fs, a, &mine, FS_SET_UID | FS_SET_GID, &st), 0);
+	CHECK_INT(mem_calls(t.b, SB_CALL_WRITE) + mem_calls(t.b, SB_CALL_CHOWN), calls);
+	CHECK_INT(st.st_uid, t.fs.uid);
+	fs_release(&t.fs, a, o.fh);
+	CHECK_INT(mem_calls(t.b, SB_CALL_CHOWN), 0);
+	CHECK_INT(sb_stat(t.b, W "/a", &st, NULL), 0);
+	CHECK_INT(st.st_uid, MEM_GUEST_UID);
+	CHECK_INT(st.st_gid, MEM_GUEST_GID);
+	/* another owner is a chown, after the upload */
+	struct stat other = {.st_uid = 4321, .st_gid = 4322};
+	uint64_t b = make_file(&t, ROOT, "b", "x", &o);
+	CHECK_INT(fs_setattr(&t.fs, b, &other, FS_SET_UID | FS_SET_GID, &st), 0);
+	CHECK_INT(mem_calls(t.b, SB_CALL_CHOWN), 1);
+	CHECK_INT(sb_stat(t.b, W "/b", &st, NULL), 0);
+	CHECK_INT(st.st_uid, 4321);
+	fs_release(&t.fs, b, o.fh);
+	/* under a set-group-ID directory the upload's group is the
+	 * backend's to choose: the chown goes */
+	struct fs_entry d;
+	CHECK_INT(fs_mkdir(&t.fs, ROOT, "g", 02775, &d), 0);
+	uint64_t c = make_file(&t, d.ino, "c", "y", &o);
+	CHECK_INT(fs_setattr(&t.fs, c, &mine, FS_SET_UID | FS_SET_GID, &st), 0);
+	CHECK_INT(mem_calls(t.b, SB_CALL_CHOWN), 2);
+	fs_release(&t.fs, c, o.fh);
+	teardown(&t);
+}
+
 static void test_writeback_pending_rename_and_unlink(void)
 {
 	struct t t;
@@ -1409,6 +1446,7 @@ int main(void)
 	test_writeback_upload_before_dir_rename();
 	test_writeback_pending_rename_and_unlink();
 	test_writeback_times_go_with_upload();
+	test_chown_to_sandbox_user_goes_with_upload();
 	test_writeback_pending_rename_over_sandbox_file();
 	test_writeback_queued_remove();
 	test_link_counts_without_inodes();
