@@ -459,6 +459,18 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 	int err = fs_check_alive(fs);
 	if (err < 0)
 		return err;
+	/* Write-back: a directory's new mode, owner or times land after
+	 * what was written into it before them (tar sets them last): an
+	 * upload landing after would move its mtime, and one into a
+	 * directory made read-only would be refused. */
+	if (fs->wb && (to_set & ~FS_SET_SIZE)) {
+		table_lock(fs);
+		struct node *d = node_by_ino(&fs->t, ino);
+		bool dir = d && S_ISDIR(d->st.st_mode);
+		table_unlock(fs);
+		if (dir)
+			wb_drain(fs);
+	}
 	table_lock(fs);
 	struct node *n = node_by_ino(&fs->t, ino);
 	if (!n) {

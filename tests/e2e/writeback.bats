@@ -315,6 +315,24 @@ f30"
 	backend_sweep
 }
 
+@test "writeback: a directory's times and mode, set after what tar wrote into it, stay (the uploads into it land first)" {
+	wb_mount inject_latency_ms=300
+	mkdir -p "$T/src/d"
+	echo inside >"$T/src/d/f"
+	chmod 555 "$T/src/d"
+	touch -d "2001-02-03 04:05:06" "$T/src/d"
+	tar -C "$T/src" -cf "$T/d.tar" d
+	want=$(cd "$T/src" && stat -c '%n %Y %a' d)
+	tar -C "$MNT" --no-same-owner -xf "$T/d.tar"
+	assert_eq "$(cd "$MNT" && stat -c '%n %Y %a' d)" "$want" "d on the mount"
+	sbfs sync "$MNT"
+	assert_eq "$(sb sh -c 'cd /workspace && stat -c "%n %Y %a" d')" "$want" "d in the sandbox"
+	assert_eq "$(sb cat /workspace/d/f)" inside
+	drop_kernel_caches
+	assert_eq "$(cd "$MNT" && stat -c '%n %Y %a' d)" "$want" "d on the mount, asked again"
+	chmod 755 "$MNT/d"
+}
+
 @test "writeback: unmount waits for the queue and exits 0" {
 	wb_mount inject_latency_ms=300 -f
 	for i in $(seq 1 20); do echo "$i" >"$MNT/u$i"; done

@@ -573,6 +573,8 @@ static int op_chmod(struct sb_backend *b, const char *path, mode_t mode)
 		r = -ENOENT;
 	else
 		n->st.st_mode = (n->st.st_mode & S_IFMT) | (mode & 07777);
+	if (n)
+		log_line(m, "chmod", path, NULL);
 	LEAVE();
 }
 
@@ -611,6 +613,8 @@ static int op_utimens(struct sb_backend *b, const char *path,
 		else if (ts[i].tv_nsec != UTIME_OMIT)
 			*t = ts[i];
 	}
+	if (n)
+		log_line(m, "utimens", path, NULL);
 	LEAVE();
 }
 

@@ -53,7 +53,8 @@ enum mem_hold { MEM_HOLD_NONE, MEM_HOLD_BETWEEN, MEM_HOLD_AT_END };
 void mem_hold_reads(struct sb_backend *b, enum mem_hold hold);
 
 /* The changing calls so far, one line each ("write /workspace/a",
- * "rename /workspace/a /workspace/b", "remove /workspace/a", "mkdir ...");
+ * "rename /workspace/a /workspace/b", "remove /workspace/a", "mkdir ...",
+ * "chmod ...", "utimens ...");
  * the string stays valid until the next call. */
 /* Stats, listings and links tell no inode and no link count from now
  * on, as docker's archive stat and modal's and e2b's listings. */

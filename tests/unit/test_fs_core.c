@@ -632,6 +632,59 @@ static void test_chown_to_sandbox_user_goes_with_upload(void)
 	teardown(&t);
 }
 
+struct setattr_call {
+	struct t *t;
+	uint64_t ino;
+	struct stat attr;
+	int to_set, rc;
+};
+
+static void *setattr_thread(void *arg)
+{
+	struct setattr_call *c = arg;
+	struct stat st;
+	c->rc = fs_setattr(&c->t->fs, c->ino, &c->attr, c->to_set, &st);
+	return NULL;
+}
+
+/* tar sets a directory's times and mode after writing what is in it:
+ * those land after the uploads into it, or an upload would move the
+ * directory's mtime again (and one into a directory made read-only
+ * would be refused). */
+static void test_writeback_dir_attrs_land_after_uploads_below(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	struct fs_entry d;
+	CHECK_INT(fs_mkdir(&t.fs, ROOT, "d", 0755, &d), 0);
+	wb_drain(&t.fs);
+	mem_log_clear(t.b);
+	wb_paths_write_lock(&t.fs); /* the upload waits, as at 50 ms */
+	struct fs_open o;
+	uint64_t f = make_file(&t, d.ino, "f", "data", &o);
+	fs_release(&t.fs, f, o.fh);
+	struct setattr_call c = {
+		.t = &t, .ino = d.ino,
+		.attr = {.st_mode = 0555, .st_atim = {1000000000, 0}, .st_mtim = {1100000000, 0}},
+		.to_set = FS_SET_MODE | FS_SET_ATIME | FS_SET_MTIME,
+	};
+	pthread_t th;
+	CHECK_INT(pthread_create(&th, NULL, setattr_thread, &c), 0);
+	usleep(200 * 1000); /* time for the setattr to land first, were it to */
+	wb_paths_unlock(&t.fs);
+	pthread_join(th, NULL);
+	CHECK_INT(c.rc, 0);
+	wb_drain(&t.fs);
+	const char *want = "write " W "/d/f\nchmod " W "/d\nutimens " W "/d\n";
+	if (strcmp(mem_log(t.b), want) != 0)
+		fprintf(stderr, "log:\n%swanted:\n%s", mem_log(t.b), want);
+	CHECK(strcmp(mem_log(t.b), want) == 0);
+	struct stat st;
+	CHECK_INT(sb_stat(t.b, W "/d", &st, NULL), 0);
+	CHECK_INT(st.st_mtim.tv_sec, 1100000000);
+	teardown(&t);
+}
+
 static void test_writeback_pending_rename_and_unlink(void)
 {
 	struct t t;
@@ -1447,6 +1500,7 @@ int main(void)
 	test_writeback_pending_rename_and_unlink();
 	test_writeback_times_go_with_upload();
 	test_chown_to_sandbox_user_goes_with_upload();
+	test_writeback_dir_attrs_land_after_uploads_below();
 	test_writeback_pending_rename_over_sandbox_file();
 	test_writeback_queued_remove();
 	test_link_counts_without_inodes();
