@@ -235,11 +235,29 @@ int node_move(struct node_table *t, struct node *n, struct node *new_parent,
 }
 
 /* A directory whose link count the mount's own mkdir, rmdir or rename
- * changed: where the stat counts none, a node made again would start
- * from 2, whatever it holds. */
+ * changed, or a file with other names the mount's own link made: where
+ * the stat counts none, a node made again would start from 2 (a file
+ * from 1), whatever it holds. */
 static bool keeps_link_count(const struct node *n)
 {
-	return S_ISDIR(n->st.st_mode) && n->links_counted;
+	if (S_ISDIR(n->st.st_mode))
+		return n->links_counted;
+	return n->nlink_untold && n->st.st_nlink > 1;
+}
+
+/* A directory whose entries the mount changed within the last
+ * ENTRY_TIMES_KEPT_S seconds: its times are the daemon's clock, which a
+ * node made again would lose to the sandbox's stat of the same moment
+ * (docker's whole seconds), the mtime then going back. */
+#define ENTRY_TIMES_KEPT_S 2
+
+static bool keeps_entry_times(const struct node *n)
+{
+	if (!S_ISDIR(n->st.st_mode) || n->entries_changed_at.tv_sec == 0)
+		return false;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return now.tv_sec - n->entries_changed_at.tv_sec <= ENTRY_TIMES_KEPT_S;
 }
 
 bool node_release_if_unused(struct node_table *t, struct node *n)
@@ -249,7 +267,8 @@ bool node_release_if_unused(struct node_table *t, struct node *n)
 		return false;
 	/* A node still in the tree is kept while it caches attributes or
 	 * is an alias. */
-	if (n->parent && (n->attr_set || n->alias_of || keeps_link_count(n)))
+	if (n->parent && (n->attr_set || n->alias_of || keeps_link_count(n) ||
+			  keeps_entry_times(n)))
 		return false;
 	name_unhash(t, n);
 	struct node *parent = n->parent;
@@ -407,7 +426,7 @@ bool node_evictable(const struct node_table *t, const struct node *n)
 	return n != t->root && n->parent && n->parent->open_dirs == 0 &&
 	       n->nlookup == 0 && !n->file && n->open_dirs == 0 && !n->children &&
 	       !n->alias_of && /* the kernel may hold its name with another node */
-	       !keeps_link_count(n);
+	       !keeps_link_count(n) && !keeps_entry_times(n);
 }
 
 static bool over_bound(const struct node_table *t)

@@ -180,6 +180,27 @@ static void freed_child_drops_listing(void)
 	node_table_destroy(&t);
 }
 
+/* A directory the mount just changed keeps its node, so its times (the
+ * daemon's clock) do not go back to a stat of the same second; later it
+ * may go like any other. */
+static void just_changed_dir_is_kept(void)
+{
+	struct node_table t;
+	CHECK_INT(node_table_init(&t, 0755), 0);
+	struct node *d = node_child_get(&t, t.root, "d");
+	set_attr(&t, d, S_IFDIR | 0755, 100);
+	node_entries_changed(d);
+	d->attr_set = false;
+	CHECK(!node_evictable(&t, d));
+	CHECK(!node_release_if_unused(&t, d));
+	CHECK(node_child(&t, t.root, "d") == d);
+	d->entries_changed_at.tv_sec -= 10;
+	CHECK(node_evictable(&t, d));
+	CHECK(node_release_if_unused(&t, d));
+	CHECK(node_child(&t, t.root, "d") == NULL);
+	node_table_destroy(&t);
+}
+
 static void dir_times_follow_own_changes(void)
 {
 	struct node_table t;
@@ -233,6 +254,28 @@ static void unknown_dir_link_count_is_kept(void)
 	node_table_destroy(&t);
 }
 
+/* A file the mount's own link gave a second name, where the stat counts
+ * no links: its node stays, or one made again would show 1. */
+static void linked_file_count_is_kept(void)
+{
+	struct node_table t;
+	CHECK_INT(node_table_init(&t, 0755), 0);
+	struct node *a = node_child_get(&t, t.root, "a");
+	set_attr(&t, a, S_IFREG | 0644, 100); /* nlink 0: untold */
+	CHECK_INT(a->st.st_nlink, 1);
+	a->st.st_nlink = 2; /* the mount's link */
+	a->attr_set = false;
+	CHECK(!node_evictable(&t, a));
+	CHECK(!node_release_if_unused(&t, a));
+	set_attr(&t, a, S_IFREG | 0644, 200);
+	CHECK_INT(a->st.st_nlink, 2);
+	/* one name again: it may go */
+	a->st.st_nlink = 1;
+	a->attr_set = false;
+	CHECK(node_release_if_unused(&t, a));
+	node_table_destroy(&t);
+}
+
 static void removed_node(void)
 {
 	struct node_table t;
@@ -256,6 +299,8 @@ int main(void)
 	no_rescan_of_held_table();
 	freed_child_drops_listing();
 	dir_times_follow_own_changes();
+	just_changed_dir_is_kept();
+	linked_file_count_is_kept();
 	removed_node();
 	unknown_dir_link_count_is_kept();
 	return unit_done("node_table");
