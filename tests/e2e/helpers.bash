@@ -466,11 +466,12 @@ fusermount_u() {
 $(stuck_report "$mnt")"
 }
 
-# stuck_report MNT [PID]: what an unmount that fails or hangs waits for: the
-# processes in uninterruptible sleep (a call stuck in the mount holds it)
-# with their kernel stacks, and the daemon serving MNT: where each thread
-# waits in the kernel and, where gdb is installed, each thread's stack (a daemon that stopped answering shows the lock
-# or call it waits in). Bounded: it runs in a teardown.
+# stuck_report MNT [PID]: what an unmount that fails or hangs waits for:
+# the processes in uninterruptible sleep (a call stuck in the mount holds
+# it) with their kernel stacks, and the daemon serving MNT: where each
+# thread waits in the kernel and, where gdb is installed, each thread's
+# stack (a daemon that stopped answering shows the lock or call it waits
+# in). Bounded: it runs in a teardown.
 stuck_report() {
 	local pid t
 	ps -eo pid=,stat=,wchan:32=,args= 2>/dev/null | awk '$2 ~ /^D/' |
