@@ -234,26 +234,24 @@ int node_move(struct node_table *t, struct node *n, struct node *new_parent,
 	return 0;
 }
 
-/* A directory whose link count the mount's own mkdir, rmdir or rename
- * changed, or a file with other names the mount's own link made: where
- * the stat counts none, a node made again would start from 2 (a file
- * from 1), whatever it holds. */
-static bool keeps_link_count(const struct node *n)
-{
-	if (S_ISDIR(n->st.st_mode))
-		return n->links_counted;
-	return n->nlink_untold && n->st.st_nlink > 1;
-}
-
-/* A directory whose entries the mount changed within the last
- * ENTRY_TIMES_KEPT_S seconds: its times are the daemon's clock, which a
- * node made again would lose to the sandbox's stat of the same moment
- * (docker's whole seconds), the mtime then going back. */
+/* What a node made again from the sandbox's stat would lose, so the node
+ * is neither released nor evicted while it holds it:
+ * - the link count of a directory the mount's own mkdir, rmdir or rename
+ *   changed, or of a file the mount's own link gave other names, where
+ *   the stat counts none (it would start from 2, a file from 1);
+ * - the times of a directory whose entries the mount changed within the
+ *   last ENTRY_TIMES_KEPT_S seconds: the daemon's clock, which the
+ *   sandbox's stat of the same moment (docker's whole seconds) would put
+ *   back. */
 #define ENTRY_TIMES_KEPT_S 2
 
-static bool keeps_entry_times(const struct node *n)
+static bool knows_more_than_a_stat(const struct node *n)
 {
-	if (!S_ISDIR(n->st.st_mode) || n->entries_changed_at.tv_sec == 0)
+	if (!S_ISDIR(n->st.st_mode))
+		return n->nlink_untold && n->st.st_nlink > 1;
+	if (n->links_counted)
+		return true;
+	if (n->entries_changed_at.tv_sec == 0)
 		return false;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -265,10 +263,9 @@ bool node_release_if_unused(struct node_table *t, struct node *n)
 	if (n == t->root || n->nlookup > 0 || n->file || n->open_dirs > 0 ||
 	    n->children)
 		return false;
-	/* A node still in the tree is kept while it caches attributes or
-	 * is an alias. */
-	if (n->parent && (n->attr_set || n->alias_of || keeps_link_count(n) ||
-			  keeps_entry_times(n)))
+	/* A node still in the tree is kept while it caches attributes, is
+	 * an alias, or knows more than a stat would tell. */
+	if (n->parent && (n->attr_set || n->alias_of || knows_more_than_a_stat(n)))
 		return false;
 	name_unhash(t, n);
 	struct node *parent = n->parent;
@@ -426,7 +423,7 @@ bool node_evictable(const struct node_table *t, const struct node *n)
 	return n != t->root && n->parent && n->parent->open_dirs == 0 &&
 	       n->nlookup == 0 && !n->file && n->open_dirs == 0 && !n->children &&
 	       !n->alias_of && /* the kernel may hold its name with another node */
-	       !keeps_link_count(n) && !keeps_entry_times(n);
+	       !knows_more_than_a_stat(n);
 }
 
 static bool over_bound(const struct node_table *t)
