@@ -283,16 +283,51 @@ int link_pending_name_goes(struct fs *fs, uint64_t parent, const char *name,
 	return gone;
 }
 
-struct node *link_pending_shown(struct fs *fs, struct node *c)
+struct node *link_pending_shown(struct fs *fs, struct node *c,
+				struct alias_dissolved *was)
 {
+	*was = (struct alias_dissolved){0};
 	struct node *n = node_shown(&fs->t, c);
 	if (n == c)
 		return NULL;
 	struct timespec now = fs_now();
 	if (c->alias_landed && !node_attr_fresh(&fs->t, c, &now)) {
+		*was = (struct alias_dissolved){.name_ino = c->ino, .file_ino = n->ino,
+						.dev = c->guest_dev, .ino = c->guest_ino};
 		c->alias_of = 0;
 		n->alias = 0;
+		/* whose file it names now, only the sandbox's answer tells */
+		c->guest_ino = c->guest_dev = 0;
 		return NULL;
+	}
+	return n;
+}
+
+struct node *link_pending_rejoin(struct fs *fs, struct node *shown,
+				 const struct alias_dissolved *was)
+{
+	struct node *c = node_by_ino(&fs->t, was->name_ino);
+	struct node *n = node_by_ino(&fs->t, was->file_ino);
+	if (!c)
+		return shown;
+	if (!c->guest_ino) { /* the answer told no inode: as before */
+		c->guest_dev = was->dev;
+		c->guest_ino = was->ino;
+		return shown;
+	}
+	if (shown != c || !n || n->alias || c->alias_of || node_alias(&fs->t, c) ||
+	    S_ISDIR(c->st.st_mode) || c->guest_dev == NODE_DEV_OURS ||
+	    !fs_node_names_file(n, c->guest_dev, c->guest_ino))
+		return shown;
+	c->alias_of = n->ino;
+	c->alias_landed = true;
+	n->alias = c->ino;
+	/* the sandbox's answer is the newer one, but for what the mount
+	 * wrote and has not uploaded yet */
+	if (!n->file || !n->file->dirty) {
+		struct stat st = c->st;
+		st.st_ino = 0; /* the identity is already n's */
+		node_set_attr(&fs->t, n, &st, c->link_target, &c->attr_expires);
 	}
 	return n;
 }

@@ -50,10 +50,27 @@ int link_pending_settle_ino(struct fs *fs, uint64_t ino);
  * an alias as of any name of a linked file. No lock held. */
 int link_pending_name_goes(struct fs *fs, uint64_t parent, const char *name,
 			   bool unlink);
+/* A landed alias that link_pending_shown made a node of its own. */
+struct alias_dissolved {
+	uint64_t name_ino, file_ino; /* 0: none */
+	dev_t dev;                   /* the identity it had */
+	ino_t ino;
+};
 /* The node lookup of name c answers with: its file's node for an alias
  * (NULL otherwise). A landed alias whose attributes are stale becomes a
- * node of its own (NULL), so the sandbox is asked. Table lock held. */
-struct node *link_pending_shown(struct fs *fs, struct node *c);
+ * node of its own (NULL, *was filled), so the sandbox is asked. Table
+ * lock held. */
+struct node *link_pending_shown(struct fs *fs, struct node *c,
+				struct alias_dissolved *was);
+/* After that lookup asked the sandbox: where the answer names the same
+ * file (its inode), the name is the file's alias again and the lookup
+ * answers with the file's node (returned instead of shown), so the kernel
+ * goes on seeing one inode with two names: the mount's own upload and
+ * link, or a command's touch, reported by the watch, made the name's
+ * attributes stale. Where the answer told no inode (docker, e2b), the
+ * name keeps the identity it had, a node of its own. Table lock held. */
+struct node *link_pending_rejoin(struct fs *fs, struct node *shown,
+				 const struct alias_dissolved *was);
 /* fs->upload_recorded: n's upload landed, so its alias is linked in the
  * sandbox now. f->lock held, table lock not. */
 void link_pending_land(struct fs *fs, struct node *n, struct file_state *f);

@@ -64,7 +64,8 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
 	struct node *n = p ? node_child(&fs->t, p, name) : NULL;
 	/* an alias (link_pending.h): its file's node, however old its
 	 * attributes are, as the sandbox has no such name yet */
-	struct node *shown = n ? link_pending_shown(fs, n) : NULL;
+	struct alias_dissolved was = {0};
+	struct node *shown = n ? link_pending_shown(fs, n, &was) : NULL;
 	if (!p) {
 		err = -ENOENT;
 	} else if (shown) {
@@ -91,6 +92,8 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
 		n = fs_refresh_attr(fs, p, name, n, &err);
 		note_remote_lookup(fs, parent);
 	}
+	if (was.name_ino)
+		n = link_pending_rejoin(fs, err == 0 ? n : NULL, &was);
 	if (err == 0 && n) {
 		n->nlookup++;
 		fs_fill_entry(fs, n, e);

@@ -876,8 +876,8 @@ def main():
     ap.add_argument("--only", help="comma-separated configurations, e.g. "
                     "'local disk,sbfs 0 ms,sshfs 50 ms'")
     ap.add_argument("--workloads", help="comma-separated workload keys to run "
-                    "(create,pcreate,cp,git,gitst,grep,lscold,lswarm,ddw,ddr,ttfb,rand4k,"
-                    "list100,list10000,list100000,saves,rm); "
+                    "(create,pcreate,cp,untar,git,gitst,grep,lscold,lswarm,ddw,ddr,ttfb,"
+                    "rand4k,list100,list10000,list100000,saves,rm); "
                     "later ones may need earlier ones (git needs cp)")
     ap.add_argument("--timeout", type=int, default=0,
                     help="per-workload timeout in seconds (default 600, quick 240)")

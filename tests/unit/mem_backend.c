@@ -280,6 +280,9 @@ static int op_create(struct sb_backend *b, const struct sb_spec *spec)
 	struct mem *m = calloc(1, sizeof *m);
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->hold_cv, NULL);
+	/* the sandbox's inode numbers are not the mount's: a stat telling
+	 * the node's own number is taken for the mount's view (node_set_attr) */
+	m->next_ino = 100000;
 	m->root = node_new(m, "", S_IFDIR | 0755);
 	struct mnode *w;
 	make(m, SB_DEFAULT_WORKDIR, S_IFDIR | 0755, &w);

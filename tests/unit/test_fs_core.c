@@ -866,8 +866,11 @@ static void test_writeback_link_waits_for_upload(void)
 	teardown(&t);
 }
 
-/* Kept, the old name is linked once the upload lands, and becomes a
- * name of its own; an rmdir of its directory meanwhile is ENOTEMPTY. */
+/* Kept, the old name is linked once the upload lands; asked of the
+ * sandbox again once its attributes are stale, it stays the file's name
+ * while the sandbox names the same inode there, and becomes a name of
+ * its own once a command put another file there. An rmdir of its
+ * directory meanwhile is ENOTEMPTY. */
 static void test_writeback_link_lands_after_upload(void)
 {
 	struct t t;
@@ -891,13 +894,23 @@ static void test_writeback_link_lands_after_upload(void)
 	double timeout;
 	CHECK_INT(fs_getattr(&t.fs, a, &st, &timeout), 0);
 	CHECK_INT(st.st_nlink, 2);
-	/* once its attributes are stale, a name of its own, asked of the
-	 * sandbox */
+	/* its attributes stale (the watch reported the link back): the
+	 * sandbox's inode says one file, so one node for both names */
+	fs_invalidate(&t.fs, "/");
+	CHECK_INT(look(&t, o, "a"), a);
+	CHECK_INT(look(&t, d2.ino, "b"), a);
+	CHECK_INT(fs_getattr(&t.fs, a, &st, &timeout), 0);
+	CHECK_INT(st.st_nlink, 2);
+	CHECK_INT(mem_calls(t.b, SB_CALL_STAT) > 0, 1);
+	/* a command replaced o/a: a name of its own, another file */
+	CHECK_INT(mem_remove(t.b, W "/o/a"), 0);
+	CHECK_INT(mem_put(t.b, W "/o/a", "other"), 0);
 	fs_invalidate(&t.fs, "/");
 	uint64_t now_a = look(&t, o, "a");
 	CHECK(now_a != 0 && now_a != a);
 	CHECK_INT(fs_getattr(&t.fs, now_a, &st, &timeout), 0);
-	CHECK_INT(st.st_nlink, 2);
+	CHECK_INT(st.st_nlink, 1);
+	CHECK_INT(st.st_size, 5);
 	teardown(&t);
 }
 
