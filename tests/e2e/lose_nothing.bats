@@ -154,21 +154,21 @@ PY
 	assert_saved w/big "$T/src"
 }
 
-@test "write-back: the sandbox dies under the uploads a directory's chmod lands first: the chmod fails, unmount saves the files" {
+@test "write-back: the sandbox dies under the upload a directory's chmod lands first: the chmod fails, unmount saves the file" {
 	require_backend local docker # modal: no window between the data and its proof (see above)
+	# One file: a second upload running beside the one the sandbox dies
+	# under may land before the death, and counts (then it dies with the
+	# sandbox, as everything in it does).
 	head -c $((1024 * 1024 + 3)) /dev/urandom >"$T/a"
-	head -c 4099 /dev/urandom >"$T/b"
 	mount_fg "writeback,inject_faults=die:write:1"
 	mkdir "$MNT/d"
 	cp "$T/a" "$MNT/d/a" || fail "close() failed in write-back mode"
-	cp "$T/b" "$MNT/d/b" || fail "close() failed in write-back mode"
 	run chmod 0555 "$MNT/d"
-	[[ $status -ne 0 ]] || fail "chmod returned 0 although the sandbox died under the uploads it waited for"
+	[[ $status -ne 0 ]] || fail "chmod returned 0 although the sandbox died under the upload it waited for"
 	assert_eq "$(status_field '.writeback.uploaded')" 0 "uploads counted by status"
 	unmount_fg
 	assert_eq "$DAEMON_RC" 1 "daemon exit status"
 	assert_saved d/a "$T/a"
-	assert_saved d/b "$T/b"
 }
 
 @test "the sandbox killed from outside before a close: close() (or, in write-back mode, sync) fails, unmount saves the bytes" {
