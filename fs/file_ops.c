@@ -226,6 +226,18 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 		return -EBADF;
 	file_lock(f);
 	ssize_t r = read_spool(fs, n, f, buf, size, off);
+	if (r == -ENOSPC) {
+		/* What a read fetches is kept in the spool: the read caches
+		 * give way to it, then what this file's earlier reads
+		 * fetched. */
+		file_unlock(f);
+		bool room = wb_spool_room(fs);
+		file_lock(f);
+		if (room)
+			r = read_spool(fs, n, f, buf, size, off);
+		if (r == -ENOSPC && file_state_drop_fetched(f) == 0)
+			r = read_spool(fs, n, f, buf, size, off);
+	}
 	bool changed = f->remote_changed;
 	f->remote_changed = false;
 	file_unlock(f);
@@ -257,6 +269,12 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t fh, const char *buf,
 	file_lock(f);
 	ssize_t r = file_state_write(f, buf, size, off);
 	file_unlock(f);
+	/* The spools kept only to be read again give way to a write. */
+	if (r == -ENOSPC && wb_spool_room(fs)) {
+		file_lock(f);
+		r = file_state_write(f, buf, size, off);
+		file_unlock(f);
+	}
 	fs_unpin_file(fs, ino);
 	return r;
 }

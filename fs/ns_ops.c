@@ -108,7 +108,13 @@ void fs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup)
 	struct node *n = node_by_ino(&fs->t, ino);
 	if (n && ino != NODE_ROOT_INO) {
 		n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
-		if (n->nlookup == 0)
+		/* A name that is gone: nothing reads its cached copy again,
+		 * which would hold spool space until the cache's budget. */
+		if (n->nlookup == 0 && !n->parent) {
+			fs_file_forget(fs, n);
+			n = node_by_ino(&fs->t, ino); /* released with it */
+		}
+		if (n && n->nlookup == 0)
 			node_forgotten(&fs->t, n);
 	}
 	table_unlock(fs);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 struct file_state *file_state_new(const char *spool_dir, off_t size,
@@ -484,6 +485,19 @@ static bool is_sequential(const struct file_state *f, off_t off)
 	return off >= f->seq_next - slack && off <= f->seq_next + slack;
 }
 
+/* A window that fits in half the spool disk's room (at least the
+ * smallest): its other half is for whatever else is written meanwhile. */
+static size_t tight_window(const struct file_state *f, size_t w)
+{
+	struct statvfs sv;
+	if (fstatvfs(f->fd, &sv) < 0)
+		return READ_WINDOW_MIN;
+	uint64_t half = (uint64_t)sv.f_bavail * sv.f_frsize / 2;
+	if (half < w)
+		w = (size_t)half;
+	return w < READ_WINDOW_MIN ? READ_WINDOW_MIN : w;
+}
+
 ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
 			const char *guest_path, char *buf, size_t len,
 			off_t off)
@@ -497,8 +511,12 @@ ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
 	bool covered = range_set_covers(&f->present, off, end);
 	if (!covered || seq) {
 		size_t w = seq ? f->window : READ_WINDOW_MIN;
-		int r = make_present(f, b, guest_path, off, &end,
-				     seq ? READ_INFLIGHT_MAX - 1 : 0, w,
+		unsigned ahead = seq ? READ_INFLIGHT_MAX - 1 : 0;
+		if (f->spool_tight) {
+			ahead = 0;
+			w = tight_window(f, w);
+		}
+		int r = make_present(f, b, guest_path, off, &end, ahead, w,
 				     &f->window);
 		if (r < 0)
 			return r;
@@ -546,6 +564,25 @@ ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
 		f->size = end;
 	changed_here(f);
 	return (ssize_t)len;
+}
+
+int file_state_drop_fetched(struct file_state *f)
+{
+	if (f->dirty)
+		return -ENOSPC; /* local writes are in the spool only */
+	wait_fetches(f, 0, INT64_MAX);
+	struct stat st;
+	if (f->present.n == 0 || fstat(f->fd, &st) < 0 || st.st_size == 0)
+		return -ENOSPC;
+	/* to a whole block past the end: a partly covered block is only
+	 * zeroed, not given back */
+	off_t len = st.st_size + st.st_blksize - st.st_size % st.st_blksize;
+	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, len) < 0 &&
+	    (ftruncate(f->fd, 0) < 0 || ftruncate(f->fd, st.st_size) < 0))
+		return -errno;
+	range_set_clear(&f->present);
+	f->spool_tight = true;
+	return 0;
 }
 
 int file_state_truncate(struct file_state *f, off_t size)

@@ -68,6 +68,9 @@ struct file_state {
 	off_t seq_next;          /* where a sequential reader reads next */
 	size_t window;           /* current read window */
 	size_t window_cap;       /* its bound on this link (readahead.h) */
+	/* A fetch met a full spool disk (file_state_drop_fetched): reads of
+	 * this file fetch one window at a time, at most half the room left. */
+	bool spool_tight;
 	/* Fetches under way (readahead.h): they stream into the spool
 	 * without f->lock, each into a range nothing else writes until it
 	 * is done; `fetched` is signalled as each one ends. */
@@ -129,6 +132,11 @@ ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
 ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
 			 off_t off);
 int file_state_truncate(struct file_state *f, off_t size);
+/* A clean spool gives back the disk space of what reads fetched (a full
+ * spool disk: a file bigger than its room is read a part at a time).
+ * f->lock held; waits for the fetches in flight. 0, or -ENOSPC when it
+ * held nothing it could give (dirty: local writes live only there). */
+int file_state_drop_fetched(struct file_state *f);
 /* Drops the cached content when the sandbox's copy is no longer the one
  * the spool holds (a clean spool only). from_sandbox: the attributes are
  * the sandbox's own, not the ones recorded at our upload. */

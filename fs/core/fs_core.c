@@ -262,11 +262,39 @@ void fs_file_forget(struct fs *fs, struct node *n)
 		drop_spool(fs, n);
 }
 
+/* Makes room in the read cache: its oldest spool goes, or, while a call
+ * holds it pinned, leaves the cache (the unpin decides again). */
+static void drop_oldest_retained(struct fs *fs)
+{
+	struct file_state *old = fs->retained_tail;
+	if (old->pins > 0)
+		retained_unlink(fs, old);
+	else
+		drop_spool(fs, old->owner);
+}
+
+size_t fs_drop_read_caches(struct fs *fs)
+{
+	size_t dropped = 0;
+	table_lock(fs);
+	for (; fs->retained_tail; dropped++)
+		drop_oldest_retained(fs);
+	table_unlock(fs);
+	return dropped;
+}
+
 void fs_file_unref(struct fs *fs, struct node *n)
 {
 	struct file_state *f = n->file;
-	if (!f || f->handles > 0 || f->pins > 0 || f->retained)
+	if (!f || f->handles > 0 || f->pins > 0)
 		return;
+	if (f->retained) {
+		/* The cached copy of a name that is gone would hold its
+		 * spool's disk space until the cache's budget pushed it out. */
+		if (f->unlinked)
+			drop_spool(fs, n);
+		return;
+	}
 	if (f->dirty && !f->unlinked)
 		return; /* pending upload: kept until it lands */
 	if (f->unlinked || !n->parent || f->present.n == 0 ||
@@ -288,7 +316,7 @@ void fs_file_unref(struct fs *fs, struct node *n)
 	while (fs->retained_tail && fs->retained_tail != f &&
 	       (fs->retained_count > FS_RETAINED_MAX_FILES ||
 		fs->retained_bytes > FS_RETAINED_MAX_BYTES))
-		drop_spool(fs, fs->retained_tail->owner);
+		drop_oldest_retained(fs);
 }
 
 int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg)

@@ -106,5 +106,10 @@ void fs_file_unref(struct fs *fs, struct node *n);
 void fs_file_reuse(struct fs *fs, struct file_state *f);
 /* Frees n's spool if it is only kept as a read cache. Table lock held. */
 void fs_file_forget(struct fs *fs, struct node *n);
+/* Frees every spool kept only as a read cache: a spool write or journal
+ * copy that met a full disk tries once more after it. How many left the
+ * cache (one a call holds pinned leaves it; its unpin decides again).
+ * Table lock NOT held. */
+size_t fs_drop_read_caches(struct fs *fs);
 
 #endif

@@ -140,6 +140,9 @@ int wb_commit(struct fs *fs, struct node *n, struct file_state *f)
 		 * the journal never holds neither. */
 		int64_t old = f->wb_seq;
 		int64_t seq = wb_journal_add(w->j, f->fd, rel, &f->wb_copied);
+		/* A copy needs room the read cache may hold. */
+		if (seq == -ENOSPC && wb_spool_room(fs))
+			seq = wb_journal_add(w->j, f->fd, rel, &f->wb_copied);
 		if (seq < 0) {
 			sb_warn("write-back: cannot journal %s (%s): uploading it now",
 				rel, strerror((int)-seq));
@@ -388,6 +391,36 @@ void wb_drain_removes_of(struct fs *fs, uint64_t dev, uint64_t ino)
 int wb_report_removes(struct fs *fs, char *msg, size_t msglen)
 {
 	return fs->wb ? wbr_report(fs->wb->rm, msg, msglen) : 0;
+}
+
+bool wb_spool_room(struct fs *fs)
+{
+	struct wb *w = fs->wb;
+	size_t freed = 0;
+	if (w) {
+		fs_mutex_lock(&w->lock, FS_LOCK_WB_QUEUE);
+		table_lock(fs);
+		size_t k = 0;
+		for (size_t i = 0; i < w->qn; i++) {
+			struct node *n = node_by_ino(&fs->t, w->q[i]);
+			struct file_state *f = n ? n->file : NULL;
+			if (f && f->unlinked) {
+				w->q_bytes -= w->q_bytes > f->size ? f->size : w->q_bytes;
+				f->wb_queued = false;
+				f->pins--; /* the queue's reference */
+				fs_file_unref(fs, n);
+				freed++;
+				continue;
+			}
+			w->q[k] = w->q[i];
+			w->qt[k++] = w->qt[i];
+		}
+		w->qn = k;
+		table_unlock(fs);
+		pthread_cond_broadcast(&w->idle);
+		fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
+	}
+	return fs_drop_read_caches(fs) + freed > 0;
 }
 
 void wb_forget(struct fs *fs, struct file_state *f)

@@ -392,6 +392,108 @@ static void test_read_through_spool(void)
 	teardown(&t);
 }
 
+/* A spool kept as a read cache goes with its name (unlink, a rename over
+ * it), and all of them on demand (a full spool disk): each held disk
+ * space that a write needed. */
+static void test_read_caches_give_way(void)
+{
+	struct t t;
+	setup(&t);
+	struct fs_open o;
+	uint64_t a = make_file(&t, ROOT, "a", "aaaa", &o);
+	CHECK_INT(fs_flush(&t.fs, a, o.fh), 0);
+	fs_release(&t.fs, a, o.fh);
+	CHECK_INT(t.fs.retained_count, 1);
+	CHECK_INT(fs_unlink(&t.fs, ROOT, "a"), 0);
+	CHECK_INT(t.fs.retained_count, 0);
+	fs_forget(&t.fs, a, 1);
+
+	uint64_t b = make_file(&t, ROOT, "b", "bbbb", &o);
+	CHECK_INT(fs_flush(&t.fs, b, o.fh), 0);
+	fs_release(&t.fs, b, o.fh);
+	uint64_t c = make_file(&t, ROOT, "c", "cc", &o);
+	CHECK_INT(fs_flush(&t.fs, c, o.fh), 0);
+	fs_release(&t.fs, c, o.fh);
+	CHECK_INT(t.fs.retained_count, 2);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "c", ROOT, "b", 0, NULL), 0);
+	CHECK_INT(t.fs.retained_count, 1); /* c's, now named b */
+	fs_forget(&t.fs, b, 1);
+
+	/* removed in the sandbox: the copy goes once the kernel forgets it */
+	uint64_t e = make_file(&t, ROOT, "e", "ee", &o);
+	CHECK_INT(fs_flush(&t.fs, e, o.fh), 0);
+	fs_release(&t.fs, e, o.fh);
+	CHECK_INT(t.fs.retained_count, 2);
+	CHECK_INT(mem_remove(t.b, W "/e"), 0);
+	fs_changed(&t.fs, "e", NULL);
+	CHECK_INT(look(&t, ROOT, "e"), 0);
+	fs_forget(&t.fs, e, 1);
+	CHECK_INT(t.fs.retained_count, 1);
+
+	uint64_t d = make_file(&t, ROOT, "d", "dd", &o);
+	CHECK_INT(fs_flush(&t.fs, d, o.fh), 0);
+	fs_release(&t.fs, d, o.fh);
+	CHECK_INT(t.fs.retained_count, 2);
+	CHECK(wb_spool_room(&t.fs));
+	CHECK_INT(t.fs.retained_count, 0);
+	CHECK_INT(t.fs.retained_bytes, 0);
+	CHECK(!wb_spool_room(&t.fs)); /* nothing left to give */
+	/* what was cached is read from the sandbox again */
+	o = (struct fs_open){.flags = O_RDONLY};
+	CHECK_INT(fs_open(&t.fs, c, &o), 0);
+	char buf[4] = "";
+	unsigned long reads = mem_calls(t.b, SB_CALL_READ);
+	CHECK_INT(fs_read(&t.fs, c, o.fh, buf, sizeof buf, 0, &(struct fs_later){0}), 2);
+	CHECK(memcmp(buf, "cc", 2) == 0);
+	CHECK(mem_calls(t.b, SB_CALL_READ) > reads);
+	fs_release(&t.fs, c, o.fh);
+	teardown(&t);
+}
+
+/* A full spool disk while reading: a clean spool gives back what reads
+ * fetched and reads on a window at a time; a dirty one holds the only copy
+ * of its writes and gives nothing. */
+static void test_read_gives_back_fetched(void)
+{
+	struct t t;
+	setup(&t);
+	char data[300000];
+	for (size_t i = 0; i < sizeof data - 1; i++)
+		data[i] = (char)('a' + i % 26);
+	data[sizeof data - 1] = '\0';
+	mem_put(t.b, W "/r", data);
+	uint64_t r = look(&t, ROOT, "r");
+	struct fs_open o = {.flags = O_RDWR};
+	CHECK_INT(fs_open(&t.fs, r, &o), 0);
+	static char buf[sizeof data];
+	struct fs_later later = {0};
+	CHECK_INT(fs_read(&t.fs, r, o.fh, buf, sizeof data - 1, 0, &later),
+		  (long long)sizeof data - 1);
+	struct file_state *f = node_by_ino(&t.fs.t, r)->file;
+	struct stat st;
+	CHECK(fstat(f->fd, &st) == 0 && st.st_blocks > 0);
+	file_lock(f);
+	CHECK_INT(file_state_drop_fetched(f), 0);
+	CHECK_INT(f->present.n, 0);
+	CHECK(f->spool_tight);
+	CHECK_INT(file_state_drop_fetched(f), -ENOSPC); /* nothing left */
+	file_unlock(f);
+	CHECK(fstat(f->fd, &st) == 0 && st.st_blocks == 0);
+	CHECK_INT((long long)st.st_size, (long long)sizeof data - 1);
+	unsigned long reads = mem_calls(t.b, SB_CALL_READ);
+	memset(buf, 0, sizeof buf);
+	CHECK_INT(fs_read(&t.fs, r, o.fh, buf, 1000, 200000, &later), 1000);
+	CHECK(memcmp(buf, data + 200000, 1000) == 0);
+	CHECK(mem_calls(t.b, SB_CALL_READ) > reads);
+	CHECK_INT(fs_write(&t.fs, r, o.fh, "X", 1, 0), 1);
+	file_lock(f);
+	CHECK_INT(file_state_drop_fetched(f), -ENOSPC);
+	CHECK(f->present.n > 0);
+	file_unlock(f);
+	fs_release(&t.fs, r, o.fh);
+	teardown(&t);
+}
+
 /* A reader takes the part of a window that came and was checked, while the
  * rest is still on its way: a sequential read waits for a segment (SEG),
  * not for a whole window. With every read window held after each segment,
@@ -1507,6 +1609,8 @@ int main(void)
 	test_rename_over_open_file();
 	test_rename_over_unread_open_file();
 	test_read_through_spool();
+	test_read_caches_give_way();
+	test_read_gives_back_fetched();
 	test_read_takes_checked_segments();
 	test_read_ending_after_an_upload();
 	test_writeback_upload_before_dir_rename();
