@@ -247,6 +247,9 @@ def workloads(p):
         ("ddr", f"dd read {mib} MiB (cold, bs=4M)",
          "dd if=big.r of=/dev/null bs=4M status=none",
          f"rm -f big.w && dd if=/dev/zero of=big.r bs=4M count={mib // 4} status=none"),
+        ("ddrhost", f"dd read {mib} MiB (cold, host caches dropped too)",
+         "dd if=bigh.r of=/dev/null bs=4M status=none",
+         f"rm -f big.r && dd if=/dev/zero of=bigh.r bs=4M count={mib // 4} status=none"),
         ("ttfb", f"first byte of a cold {mib} MiB file",
          "head -c 1 first.bin >/dev/null",
          f"dd if=/dev/zero of=first.bin bs=4M count={mib // 4} status=none"),
@@ -260,7 +263,7 @@ def workloads(p):
         for n_ in p["list_sizes"]
     ] + [
         ("saves", f"{saves} editor saves (tmp, fsync, mv)",
-         'rm -f big.r first.bin rand.bin\n'
+         'rm -f big.r bigh.r first.bin rand.bin\n'
          f'for i in $(seq {saves}); do printf "%s %s\\n" "$i" "$EDIT" > .edit.txt.tmp; '
          'sync .edit.txt.tmp; mv -f .edit.txt.tmp edit.txt; done', None),
         ("rm", "rm -rf tree + creates", "rm -rf tree creates edit.txt",
@@ -537,6 +540,21 @@ WRITE_STEPS = ("create", "pcreate", "cp", "untar", "git", "ddw", "saves")
 
 # ---------------------------------------------------------------- runs
 
+# Read with the host's page cache emptied after the setup wrote the file,
+# so every configuration reads it from the disk (the others read what the
+# setup left in the host's memory).
+HOST_COLD = ("ddrhost",)
+
+
+def drop_host_caches():
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError as e:
+        log(f"  cannot drop the host's caches ({e}): that row reads warm")
+
+
 def run_target(t, p, timeout, results, calls, requests, journal, lost):
     log(f"== {t.name}")
     why = t.setup()
@@ -555,6 +573,8 @@ def run_target(t, p, timeout, results, calls, requests, journal, lost):
                 _, rc, err = t.oob(oob, timeout)
                 if rc != 0:
                     log(f"  {key}: setup failed rc={rc}: {err[-300:]}")
+            if key in HOST_COLD:
+                drop_host_caches()
             before = sbfs_status(t.path) if t.sbfs else None
             secs, rc, err = sh(script + t.barrier(), t.path, timeout, env)
             after = sbfs_status(t.path) if t.sbfs else None
@@ -876,7 +896,7 @@ def main():
     ap.add_argument("--only", help="comma-separated configurations, e.g. "
                     "'local disk,sbfs 0 ms,sshfs 50 ms'")
     ap.add_argument("--workloads", help="comma-separated workload keys to run "
-                    "(create,pcreate,cp,untar,git,gitst,grep,lscold,lswarm,ddw,ddr,ttfb,"
+                    "(create,pcreate,cp,untar,git,gitst,grep,lscold,lswarm,ddw,ddr,ddrhost,ttfb,"
                     "rand4k,list100,list10000,list100000,saves,rm); "
                     "later ones may need earlier ones (git needs cp)")
     ap.add_argument("--timeout", type=int, default=0,
