@@ -214,6 +214,50 @@ static ssize_t read_spool(struct fs *fs, struct node *n, struct file_state *f,
 	return r;
 }
 
+#define SPOOL_FULL_TRIES 4
+
+/* Every clean open spool gives back what reads fetched into it
+ * (file_state_drop_fetched). Whether any did. No lock held. */
+static bool drop_open_fetched(struct fs *fs)
+{
+	size_t n = 0, cap = 0;
+	uint64_t *inos = NULL;
+	struct file_state **files = NULL;
+	table_lock(fs);
+	for (size_t i = 0; i < fs->t.nbuckets; i++) {
+		for (struct node *nd = fs->t.by_ino[i]; nd; nd = nd->ino_next) {
+			struct file_state *f = nd->file;
+			if (!f || f->handles == 0 || f->dirty)
+				continue;
+			if (n == cap) {
+				cap = cap ? 2 * cap : 16;
+				uint64_t *vi = realloc(inos, cap * sizeof *vi);
+				if (vi)
+					inos = vi;
+				struct file_state **vf = realloc(files, cap * sizeof *vf);
+				if (vf)
+					files = vf;
+				if (!vi || !vf)
+					goto listed;
+			}
+			inos[n] = nd->ino;
+			files[n++] = fs_pin_file(fs, nd);
+		}
+	}
+listed:
+	table_unlock(fs);
+	bool any = false;
+	for (size_t i = 0; i < n; i++) {
+		file_lock(files[i]);
+		any = file_state_drop_fetched(files[i]) == 0 || any;
+		file_unlock(files[i]);
+		fs_unpin_file(fs, inos[i]);
+	}
+	free(inos);
+	free(files);
+	return any;
+}
+
 ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 		size_t size, off_t off, struct fs_later *later)
 {
@@ -226,17 +270,19 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 		return -EBADF;
 	file_lock(f);
 	ssize_t r = read_spool(fs, n, f, buf, size, off);
-	if (r == -ENOSPC) {
-		/* What a read fetches is kept in the spool: the read caches
-		 * give way to it, then what this file's earlier reads
-		 * fetched. */
+	/* What a read fetches is kept in the spool: on a full spool disk the
+	 * read caches give way, and what reads of open files fetched (each
+	 * then reads a window at a time). Other readers take room meanwhile:
+	 * a few tries, each after something was given back. */
+	for (int tries = 0; r == -ENOSPC && tries < SPOOL_FULL_TRIES; tries++) {
+		bool was_tight = f->spool_tight;
 		file_unlock(f);
 		bool room = wb_spool_room(fs);
+		room = drop_open_fetched(fs) || room;
 		file_lock(f);
-		if (room)
-			r = read_spool(fs, n, f, buf, size, off);
-		if (r == -ENOSPC && file_state_drop_fetched(f) == 0)
-			r = read_spool(fs, n, f, buf, size, off);
+		if (!room && was_tight)
+			break;
+		r = read_spool(fs, n, f, buf, size, off);
 	}
 	bool changed = f->remote_changed;
 	f->remote_changed = false;

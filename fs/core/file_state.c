@@ -570,6 +570,7 @@ int file_state_drop_fetched(struct file_state *f)
 {
 	if (f->dirty)
 		return -ENOSPC; /* local writes are in the spool only */
+	f->spool_tight = true;
 	wait_fetches(f, 0, INT64_MAX);
 	struct stat st;
 	if (f->present.n == 0 || fstat(f->fd, &st) < 0 || st.st_size == 0)
@@ -581,7 +582,6 @@ int file_state_drop_fetched(struct file_state *f)
 	    (ftruncate(f->fd, 0) < 0 || ftruncate(f->fd, st.st_size) < 0))
 		return -errno;
 	range_set_clear(&f->present);
-	f->spool_tight = true;
 	return 0;
 }
 

@@ -132,10 +132,11 @@ ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
 ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
 			 off_t off);
 int file_state_truncate(struct file_state *f, off_t size);
-/* A clean spool gives back the disk space of what reads fetched (a full
- * spool disk: a file bigger than its room is read a part at a time).
- * f->lock held; waits for the fetches in flight. 0, or -ENOSPC when it
- * held nothing it could give (dirty: local writes live only there). */
+/* A clean spool gives back the disk space of what reads fetched, and its
+ * reads fetch a window at a time from then on (a full spool disk: a file
+ * bigger than its room is read a part at a time). f->lock held; waits for
+ * the fetches in flight. 0, or -ENOSPC when it held nothing it could give
+ * (dirty: local writes live only there). */
 int file_state_drop_fetched(struct file_state *f);
 /* Drops the cached content when the sandbox's copy is no longer the one
  * the spool holds (a clean spool only). from_sandbox: the attributes are
