@@ -82,10 +82,16 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 	} else if (n && err == 0 && S_ISDIR(n->st.st_mode)) {
 		err = -EISDIR;
 	} else if (n && err == 0) {
-		n->file = file_state_new(fs->cfg.spool_dir,
-					 created ? 0 : n->st.st_size,
-					 created ? create_mode : n->st.st_mode,
-					 !created);
+		for (int tries = 0; !n->file && tries < 2; tries++) {
+			n->file = file_state_new(fs->cfg.spool_dir,
+						 created ? 0 : n->st.st_size,
+						 created ? create_mode : n->st.st_mode,
+						 !created);
+			/* Out of descriptors: the read cache holds many. */
+			bool no_fds = !n->file && (errno == EMFILE || errno == ENFILE);
+			if (!no_fds || fs_drop_read_caches_locked(fs) == 0)
+				break;
+		}
 		if (!n->file) {
 			err = -errno;
 		} else {
@@ -273,12 +279,15 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 	/* What a read fetches is kept in the spool: on a full spool disk the
 	 * read caches give way, and what reads of open files fetched (each
 	 * then reads a window at a time). Other readers take room meanwhile:
-	 * a few tries, each after something was given back. */
-	for (int tries = 0; r == -ENOSPC && tries < SPOOL_FULL_TRIES; tries++) {
-		bool was_tight = f->spool_tight;
+	 * a few tries, each after something was given back. The read caches
+	 * also hold descriptors, which the read's guest command needs. */
+	for (int tries = 0; (r == -ENOSPC || r == -EMFILE || r == -ENFILE) &&
+			    tries < SPOOL_FULL_TRIES; tries++) {
+		bool was_tight = f->spool_tight || r != -ENOSPC;
 		file_unlock(f);
 		bool room = wb_spool_room(fs);
-		room = drop_open_fetched(fs) || room;
+		if (r == -ENOSPC)
+			room = drop_open_fetched(fs) || room;
 		file_lock(f);
 		if (!room && was_tight)
 			break;

@@ -11,6 +11,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+static atomic_size_t live_spools;
+
+size_t file_state_live(void)
+{
+	return atomic_load(&live_spools);
+}
+
 struct file_state *file_state_new(const char *spool_dir, off_t size,
 				  mode_t mode, bool remote_exists)
 {
@@ -24,6 +31,7 @@ struct file_state *file_state_new(const char *spool_dir, off_t size,
 		errno = e;
 		return NULL;
 	}
+	atomic_fetch_add(&live_spools, 1);
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->fetched, NULL);
 	f->size = size;
@@ -50,6 +58,7 @@ void file_state_free(struct file_state *f)
 	pthread_mutex_unlock(&f->lock);
 	pthread_cond_destroy(&f->fetched);
 	close(f->fd);
+	atomic_fetch_sub(&live_spools, 1);
 	range_set_free(&f->present);
 	pthread_mutex_destroy(&f->lock);
 	free(f);

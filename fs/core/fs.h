@@ -58,6 +58,9 @@ struct fs {
 	struct file_state *retained_head, *retained_tail;
 	size_t retained_count;
 	off_t retained_bytes;
+	/* While more spools than this exist (open or kept: each holds a
+	 * descriptor), none is kept: half the open files limit (fs_init). */
+	size_t spool_fd_budget;
 	struct wb *wb;        /* write-back queue; NULL in the default mode */
 	/* While the backend's watch reports every change (coherence.h:
 	 * fs_changed), what the mount caches stays until a change to it is

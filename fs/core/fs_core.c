@@ -1,7 +1,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,12 +275,18 @@ static void drop_oldest_retained(struct fs *fs)
 		drop_spool(fs, old->owner);
 }
 
-size_t fs_drop_read_caches(struct fs *fs)
+size_t fs_drop_read_caches_locked(struct fs *fs)
 {
 	size_t dropped = 0;
-	table_lock(fs);
 	for (; fs->retained_tail; dropped++)
 		drop_oldest_retained(fs);
+	return dropped;
+}
+
+size_t fs_drop_read_caches(struct fs *fs)
+{
+	table_lock(fs);
+	size_t dropped = fs_drop_read_caches_locked(fs);
 	table_unlock(fs);
 	return dropped;
 }
@@ -298,7 +306,8 @@ void fs_file_unref(struct fs *fs, struct node *n)
 	if (f->dirty && !f->unlinked)
 		return; /* pending upload: kept until it lands */
 	if (f->unlinked || !n->parent || f->present.n == 0 ||
-	    f->size > FS_RETAINED_MAX_FILE_BYTES) {
+	    f->size > FS_RETAINED_MAX_FILE_BYTES ||
+	    file_state_live() > fs->spool_fd_budget) {
 		drop_spool(fs, n);
 		return;
 	}
@@ -315,6 +324,7 @@ void fs_file_unref(struct fs *fs, struct node *n)
 	fs->retained_bytes += f->size;
 	while (fs->retained_tail && fs->retained_tail != f &&
 	       (fs->retained_count > FS_RETAINED_MAX_FILES ||
+		file_state_live() > fs->spool_fd_budget ||
 		fs->retained_bytes > FS_RETAINED_MAX_BYTES))
 		drop_oldest_retained(fs);
 }
@@ -329,6 +339,12 @@ int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg)
 	fs->gid = cfg->owner_gid >= 0 ? (gid_t)cfg->owner_gid : getgid();
 	if (!fs->workdir)
 		return -ENOMEM;
+	/* The other half of the descriptors is for the backend's
+	 * connections and pipes, and the commands reads and sbexec run. */
+	struct rlimit rl;
+	fs->spool_fd_budget = SIZE_MAX;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		fs->spool_fd_budget = rl.rlim_cur / 2;
 	int rc = node_table_init(&fs->t, 0755);
 	fs->t.max_nodes = cfg->max_nodes;
 	return rc;

@@ -92,8 +92,9 @@ void fs_record_upload(struct fs *fs, struct node *n, struct file_state *f,
 /* Uploads one node's dirty spool. Takes the file lock; table lock NOT
  * held. The state must be pinned or held by a handle. */
 int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f);
-/* The budget of the spools kept as a read cache after their last close;
- * a file bigger than a quarter of it is never kept. */
+/* The budget of the spools kept as a read cache after their last close
+ * (fewer while many are open: fs->spool_fd_budget); a file bigger than a
+ * quarter of it is never kept. */
 #define FS_RETAINED_MAX_FILES 4096
 #define FS_RETAINED_MAX_BYTES ((off_t)512 * 1024 * 1024)
 #define FS_RETAINED_MAX_FILE_BYTES (FS_RETAINED_MAX_BYTES / 4)
@@ -111,5 +112,8 @@ void fs_file_forget(struct fs *fs, struct node *n);
  * cache (one a call holds pinned leaves it; its unpin decides again).
  * Table lock NOT held. */
 size_t fs_drop_read_caches(struct fs *fs);
+/* The same, table lock held (a spool that could not be made for want of
+ * descriptors). */
+size_t fs_drop_read_caches_locked(struct fs *fs);
 
 #endif

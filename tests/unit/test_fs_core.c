@@ -392,6 +392,17 @@ static void test_read_through_spool(void)
 	teardown(&t);
 }
 
+/* Creates ROOT/name with data, uploaded and closed: its spool is then kept
+ * as a read cache. Its inode. */
+static uint64_t make_closed(struct t *t, const char *name, const char *data)
+{
+	struct fs_open o;
+	uint64_t ino = make_file(t, ROOT, name, data, &o);
+	CHECK_INT(fs_flush(&t->fs, ino, o.fh), 0);
+	fs_release(&t->fs, ino, o.fh);
+	return ino;
+}
+
 /* A spool kept as a read cache goes with its name (unlink, a rename over
  * it), and all of them on demand (a full spool disk): each held disk
  * space that a write needed. */
@@ -399,30 +410,21 @@ static void test_read_caches_give_way(void)
 {
 	struct t t;
 	setup(&t);
-	struct fs_open o;
-	uint64_t a = make_file(&t, ROOT, "a", "aaaa", &o);
-	CHECK_INT(fs_flush(&t.fs, a, o.fh), 0);
-	fs_release(&t.fs, a, o.fh);
+	uint64_t a = make_closed(&t, "a", "aaaa");
 	CHECK_INT(t.fs.retained_count, 1);
 	CHECK_INT(fs_unlink(&t.fs, ROOT, "a"), 0);
 	CHECK_INT(t.fs.retained_count, 0);
 	fs_forget(&t.fs, a, 1);
 
-	uint64_t b = make_file(&t, ROOT, "b", "bbbb", &o);
-	CHECK_INT(fs_flush(&t.fs, b, o.fh), 0);
-	fs_release(&t.fs, b, o.fh);
-	uint64_t c = make_file(&t, ROOT, "c", "cc", &o);
-	CHECK_INT(fs_flush(&t.fs, c, o.fh), 0);
-	fs_release(&t.fs, c, o.fh);
+	uint64_t b = make_closed(&t, "b", "bbbb");
+	uint64_t c = make_closed(&t, "c", "cc");
 	CHECK_INT(t.fs.retained_count, 2);
 	CHECK_INT(fs_rename(&t.fs, ROOT, "c", ROOT, "b", 0, NULL), 0);
 	CHECK_INT(t.fs.retained_count, 1); /* c's, now named b */
 	fs_forget(&t.fs, b, 1);
 
 	/* removed in the sandbox: the copy goes once the kernel forgets it */
-	uint64_t e = make_file(&t, ROOT, "e", "ee", &o);
-	CHECK_INT(fs_flush(&t.fs, e, o.fh), 0);
-	fs_release(&t.fs, e, o.fh);
+	uint64_t e = make_closed(&t, "e", "ee");
 	CHECK_INT(t.fs.retained_count, 2);
 	CHECK_INT(mem_remove(t.b, W "/e"), 0);
 	fs_changed(&t.fs, "e", NULL);
@@ -430,16 +432,14 @@ static void test_read_caches_give_way(void)
 	fs_forget(&t.fs, e, 1);
 	CHECK_INT(t.fs.retained_count, 1);
 
-	uint64_t d = make_file(&t, ROOT, "d", "dd", &o);
-	CHECK_INT(fs_flush(&t.fs, d, o.fh), 0);
-	fs_release(&t.fs, d, o.fh);
+	make_closed(&t, "d", "dd");
 	CHECK_INT(t.fs.retained_count, 2);
 	CHECK(wb_spool_room(&t.fs));
 	CHECK_INT(t.fs.retained_count, 0);
 	CHECK_INT(t.fs.retained_bytes, 0);
 	CHECK(!wb_spool_room(&t.fs)); /* nothing left to give */
 	/* what was cached is read from the sandbox again */
-	o = (struct fs_open){.flags = O_RDONLY};
+	struct fs_open o = {.flags = O_RDONLY};
 	CHECK_INT(fs_open(&t.fs, c, &o), 0);
 	char buf[4] = "";
 	unsigned long reads = mem_calls(t.b, SB_CALL_READ);
