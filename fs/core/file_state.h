@@ -102,10 +102,10 @@ struct file_state {
 	bool wb_queued;
 };
 
-/* A new state with an empty spool in dir. size is the remote size (0 for
- * a new or truncated file). NULL with errno set on failure. */
 /* Spools that exist now, in this process: each holds a descriptor. */
 size_t file_state_live(void);
+/* A new state with an empty spool in dir. size is the remote size (0 for
+ * a new or truncated file). NULL with errno set on failure. */
 struct file_state *file_state_new(const char *spool_dir, off_t size,
 				  mode_t mode, bool remote_exists);
 void file_state_free(struct file_state *f);
