@@ -220,7 +220,7 @@ static ssize_t read_spool(struct fs *fs, struct node *n, struct file_state *f,
 	return r;
 }
 
-#define SPOOL_FULL_TRIES 4
+#define SPOOL_FULL_TRIES 8
 
 /* Every clean open spool gives back what reads fetched into it
  * (file_state_drop_fetched). Whether any did. No lock held. */
@@ -264,6 +264,36 @@ listed:
 	return any;
 }
 
+/* A read that met a full spool disk (r: -ENOSPC) or no descriptor to
+ * spare (-EMFILE, -ENFILE). What it fetches is kept in the spool: the
+ * read caches give way, and what reads of open files fetched (each then
+ * fetches one window at a time, within half the room); the read caches
+ * also hold descriptors, which the read's guest command needs. One such
+ * reader at a time, so two do not take back each other's room; it tries
+ * again while something was given back. f->lock NOT held. */
+static ssize_t read_spool_full(struct fs *fs, struct node *n,
+			       struct file_state *f, char *buf, size_t size,
+			       off_t off, ssize_t r)
+{
+	fs_mutex_lock(&fs->spool_full, FS_LOCK_SPOOL_FULL);
+	for (int tries = 0; (r == -ENOSPC || r == -EMFILE || r == -ENFILE) &&
+			    tries < SPOOL_FULL_TRIES; tries++) {
+		file_lock(f);
+		bool was_tight = f->spool_tight || r != -ENOSPC;
+		file_unlock(f);
+		bool room = wb_spool_room(fs);
+		if (r == -ENOSPC)
+			room = drop_open_fetched(fs) || room;
+		if (!room && was_tight)
+			break;
+		file_lock(f);
+		r = read_spool(fs, n, f, buf, size, off);
+		file_unlock(f);
+	}
+	fs_mutex_unlock(&fs->spool_full, FS_LOCK_SPOOL_FULL);
+	return r;
+}
+
 ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 		size_t size, off_t off, struct fs_later *later)
 {
@@ -276,22 +306,10 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 		return -EBADF;
 	file_lock(f);
 	ssize_t r = read_spool(fs, n, f, buf, size, off);
-	/* What a read fetches is kept in the spool: on a full spool disk the
-	 * read caches give way, and what reads of open files fetched (each
-	 * then reads a window at a time). Other readers take room meanwhile:
-	 * a few tries, each after something was given back. The read caches
-	 * also hold descriptors, which the read's guest command needs. */
-	for (int tries = 0; (r == -ENOSPC || r == -EMFILE || r == -ENFILE) &&
-			    tries < SPOOL_FULL_TRIES; tries++) {
-		bool was_tight = f->spool_tight || r != -ENOSPC;
+	if (r == -ENOSPC || r == -EMFILE || r == -ENFILE) {
 		file_unlock(f);
-		bool room = wb_spool_room(fs);
-		if (r == -ENOSPC)
-			room = drop_open_fetched(fs) || room;
+		r = read_spool_full(fs, n, f, buf, size, off, r);
 		file_lock(f);
-		if (!room && was_tight)
-			break;
-		r = read_spool(fs, n, f, buf, size, off);
 	}
 	bool changed = f->remote_changed;
 	f->remote_changed = false;

@@ -440,6 +440,8 @@ static int make_present(struct file_state *f, struct sb_backend *b,
 			return 0;
 		bool covered = range_set_covers(&f->present, off, *end);
 		size_t slots = READ_INFLIGHT_MAX - f->n_inflight;
+		if (f->spool_tight) /* one window at a time (spool_tight) */
+			slots = f->n_inflight ? 0 : 1;
 		if (covered && (ahead == 0 || slots == 0))
 			return 0;
 		struct range plan[READ_INFLIGHT_MAX];
@@ -581,8 +583,10 @@ int file_state_drop_fetched(struct file_state *f)
 		return -ENOSPC; /* local writes are in the spool only */
 	f->spool_tight = true;
 	wait_fetches(f, 0, INT64_MAX);
+	/* Blocks, not the present ranges: a fetch that failed half way
+	 * (ENOSPC) wrote bytes that never became present. */
 	struct stat st;
-	if (f->present.n == 0 || fstat(f->fd, &st) < 0 || st.st_size == 0)
+	if (fstat(f->fd, &st) < 0 || st.st_blocks == 0)
 		return -ENOSPC;
 	/* to a whole block past the end: a partly covered block is only
 	 * zeroed, not given back */

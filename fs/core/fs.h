@@ -61,6 +61,8 @@ struct fs {
 	/* While more spools than this exist (open or kept: each holds a
 	 * descriptor), none is kept: half the open files limit (fs_init). */
 	size_t spool_fd_budget;
+	/* Serialises the reads that met a full spool disk (lock_order.h). */
+	pthread_mutex_t spool_full;
 	struct wb *wb;        /* write-back queue; NULL in the default mode */
 	/* While the backend's watch reports every change (coherence.h:
 	 * fs_changed), what the mount caches stays until a change to it is

@@ -345,6 +345,7 @@ int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg)
 	fs->spool_fd_budget = SIZE_MAX;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
 		fs->spool_fd_budget = rl.rlim_cur / 2;
+	pthread_mutex_init(&fs->spool_full, NULL);
 	int rc = node_table_init(&fs->t, 0755);
 	fs->t.max_nodes = cfg->max_nodes;
 	return rc;
@@ -367,6 +368,7 @@ void fs_destroy(struct fs *fs)
 			for (struct node *n = fs->t.by_ino[i]; n; n = n->ino_next)
 				free_files(n, NULL);
 		node_table_destroy(&fs->t);
+		pthread_mutex_destroy(&fs->spool_full);
 	}
 	free(fs->workdir);
 	fs->workdir = NULL;

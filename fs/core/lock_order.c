@@ -6,6 +6,7 @@
 #include "../../util/log.h"
 
 static const char *const class_name[FS_LOCK_CLASSES] = {
+	[FS_LOCK_SPOOL_FULL] = "spool-full lock",
 	[FS_LOCK_PATHS] = "paths rwlock",
 	[FS_LOCK_FILE] = "file lock",
 	[FS_LOCK_RM_DRAIN] = "remove queue drain lock",

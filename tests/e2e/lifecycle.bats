@@ -457,7 +457,7 @@ syslog_has() {
 	mount_sbfs -f
 	echo x >"$MNT/f"
 	assert_eq "$(sb cat "$WS/f")" x
-	fusermount3 -u "$MNT"
+	fusermount_u "$MNT"
 	poll 30 not_pid_alive "$SBFS_FG_PID" || fail "daemon still running after unmount"
 	rc=0
 	wait "$SBFS_FG_PID" || rc=$?
@@ -468,7 +468,7 @@ syslog_has() {
 @test "-d: debug output, still serves, exits 0 after unmount" {
 	mount_sbfs -d
 	ls "$MNT" >/dev/null
-	fusermount3 -u "$MNT"
+	fusermount_u "$MNT"
 	poll 30 not_pid_alive "$SBFS_FG_PID" || fail "daemon still running after unmount"
 	rc=0
 	wait "$SBFS_FG_PID" || rc=$?
