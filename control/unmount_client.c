@@ -5,6 +5,7 @@
 #include "client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/syscall.h>
@@ -17,8 +18,15 @@
 
 extern char **environ;
 
-/* fusermount3 -u [-z] MOUNT: 0, or -1 once it failed (it printed why). */
-static int run_fusermount(const char *mount, bool lazy)
+/* A mount busy for a moment (a file's last release still on its way from
+ * a process that just exited) is tried again this often, this far apart,
+ * before it is reported busy. */
+#define UNMOUNT_TRIES 10
+#define UNMOUNT_RETRY_MS 200
+
+/* fusermount3 -u [-z] MOUNT: 0, or -1 once it failed (it printed why,
+ * unless quiet), -2 when it could not run. */
+static int run_fusermount(const char *mount, bool lazy, bool quiet)
 {
 	char *argv[5];
 	int n = 0;
@@ -29,11 +37,16 @@ static int run_fusermount(const char *mount, bool lazy)
 	argv[n++] = (char *)mount;
 	argv[n] = NULL;
 	pid_t pid;
-	int rc = posix_spawnp(&pid, "fusermount3", NULL, NULL, argv, environ);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	if (quiet)
+		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	int rc = posix_spawnp(&pid, "fusermount3", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
 	if (rc != 0) {
 		fprintf(stderr, "sbfs: cannot run fusermount3: %s (install fuse3)\n",
 			strerror(rc));
-		return -1;
+		return -2;
 	}
 	int st;
 	while (waitpid(pid, &st, 0) < 0)
@@ -67,7 +80,13 @@ int control_client_unmount(const char *mount, bool lazy, bool json, FILE *out)
 	json_int_t pid = json_integer_value(json_object_get(ok, "pid"));
 	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, (pid_t)pid, 0) : -1;
 	json_decref(ok);
-	if (run_fusermount(t.mount, lazy) < 0) {
+	int unmounted = -1;
+	for (int i = 1; unmounted == -1 && i <= UNMOUNT_TRIES; i++) {
+		if (i > 1)
+			usleep(UNMOUNT_RETRY_MS * 1000);
+		unmounted = run_fusermount(t.mount, lazy, i < UNMOUNT_TRIES);
+	}
+	if (unmounted < 0) {
 		fprintf(stderr,
 			"sbfs: %s is still mounted; if it is busy, `fuser -vm %s` names who uses it, "
 			"and `sbfs umount -l %s` detaches it now and finishes when they let go\n",
