@@ -1,6 +1,6 @@
 /* The `e2b` backend: an E2B sandbox over its control-plane REST API and
- * its in-sandbox daemon envd (../shared/protocols/e2b-and-daytona.md,
- * part 1). create = POST /sandboxes (or /connect to attach), then the
+ * its in-sandbox daemon envd (e2b-dev/E2B: spec/openapi.yml,
+ * spec/envd/). create = POST /sandboxes (or /connect to attach), then the
  * workdir and the guest user's ids; while mounted a thread keeps the
  * sandbox's timeout ahead of now; destroy = DELETE, where 404 is success. */
 #include "e2b.h"

@@ -6,7 +6,8 @@
  *   e2b_exec.c     process.Process/Start as a server stream
  *   e2b_proc.c     a running process's input, terminal size and signals
  *   e2b_files.c    upload, list, stat, mkdir, remove, rename
- * Everything follows ../shared/protocols/e2b-and-daytona.md, part 1. */
+ * Everything follows e2b-dev/E2B's spec/openapi.yml and spec/envd/
+ * (envd.yaml, process/process.proto, filesystem/filesystem.proto). */
 #ifndef SBFS_BACKENDS_E2B_H
 #define SBFS_BACKENDS_E2B_H
 

@@ -1,5 +1,6 @@
 /* The `modal` backend: a Modal Sandbox driven over Modal's gRPC API
- * (../shared/protocols/modal.md). create = app get-or-create, image from a
+ * (modal-labs/modal-client: modal_proto/api.proto and
+ * task_command_router.proto). create = app get-or-create, image from a
  * registry tag (waiting for the build), SandboxCreate (V1), its task id and
  * task-router access; every exec and file operation then goes through the
  * router. destroy = SandboxTerminate without waiting. */

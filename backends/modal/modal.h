@@ -6,7 +6,8 @@
  *   modal_exec.c   exec through the task command router
  *   modal_pty.c    the terminal of an exec (sbexec -t): PTYInfo
  *   modal_files.c  write_file and list_dir through modal-sandbox-fs-tools
- * Everything here follows ../shared/protocols/modal.md (V1 sandboxes). */
+ * Everything here follows modal-labs/modal-client's modal_proto/api.proto
+ * and task_command_router.proto (V1 sandboxes). */
 #ifndef SBFS_BACKENDS_MODAL_H
 #define SBFS_BACKENDS_MODAL_H
 

@@ -1,6 +1,7 @@
 /* Private to the `sbx` backend: a Docker Sandboxes microVM driven by the
- * `sbx` CLI, the only interface it has (../shared/protocols/sbx-cli.md,
- * sandbox-contract.md §3 and §7).
+ * `sbx` CLI, the only interface it has (its reference: docker/docs, the
+ * data/sbx_cli/ YAML pages; Apache Airflow's SbxSandboxBackend for its
+ * argv and timeouts).
  *   sbx.c          create or attach, lifetime, destroy, sweep, the ops
  *   sbx_config.c   options, the spec checks and the network-policy rule
  *   sbx_cli.c      one run of the CLI: argv, stdin, both outputs, deadline;

@@ -18,7 +18,7 @@
 
 struct file_state {
 	/* The file lock: after the paths rwlock, before the queue locks and
-	 * the table lock (fs/lock_order.h); held across this file's backend
+	 * the table lock (fs/core/lock_order.h); held across this file's backend
 	 * calls. */
 	pthread_mutex_t lock;
 	int fd;                  /* the spool */

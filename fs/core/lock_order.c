@@ -23,7 +23,7 @@ void fs_lock_check_take(enum fs_lock_class c, bool trylock)
 	for (int k = c + 1; !trylock && k < FS_LOCK_CLASSES; k++) {
 		if (held[k]) {
 			sb_err("lock order: %s taken while holding the %s "
-			       "(fs/lock_order.h)", class_name[c], class_name[k]);
+			       "(fs/core/lock_order.h)", class_name[c], class_name[k]);
 			abort();
 		}
 	}

@@ -112,8 +112,9 @@ struct node {
 };
 
 struct node_table {
-	/* The table lock: last in the lock order (fs/lock_order.h), never
-	 * held across a backend call or a kernel notification. */
+	/* The table lock: before only the journal's commit lock in the lock
+	 * order (fs/core/lock_order.h); never held across a backend call or a
+	 * kernel notification. */
 	pthread_mutex_t lock;
 	struct node **by_ino;
 	struct node **by_name;

@@ -28,7 +28,7 @@ struct failure {
 
 struct wb_removes {
 	struct fs *fs;
-	/* In the lock order (fs/lock_order.h) after the file locks: the
+	/* In the lock order (fs/core/lock_order.h) after the file locks: the
 	 * drain lock, then this lock, then the table lock. */
 	pthread_mutex_t lock;       /* q, failures, counters, stop */
 	pthread_mutex_t drain_lock; /* one drain at a time, held across its calls */

@@ -30,7 +30,7 @@
 struct wb {
 	struct fs *fs;
 	/* The queue lock: after the file locks, before the table lock
-	 * (fs/lock_order.h); never held across a backend call. */
+	 * (fs/core/lock_order.h); never held across a backend call. */
 	pthread_mutex_t lock;
 	pthread_cond_t work, idle;
 	uint64_t *q;        /* inodes, oldest first */
@@ -43,7 +43,8 @@ struct wb {
 	bool stop;
 	pthread_t th[WB_WORKERS];
 	int nth;
-	/* The paths rwlock: first in the lock order (fs/lock_order.h). */
+	/* The paths rwlock: after the spool-full lock, before the file locks
+	 * (fs/core/lock_order.h). */
 	pthread_rwlock_t paths;
 	struct wb_journal *j;
 	uint64_t uploaded, failed;

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""A fake E2B for sbfs tests, written from ../../../../shared/protocols/
-e2b-and-daytona.md (part 1), in the Python standard library only.
+"""A fake E2B for sbfs tests, written from e2b-dev/E2B's spec/openapi.yml
+and spec/envd/ (envd.yaml and the process and filesystem protos), in the Python standard library only.
 
 One HTTP/1.1 listener on 127.0.0.1 serves both planes, told apart as E2B's
 edge does: a Host of api.<domain> is the control plane, 49983-<id>.<domain>

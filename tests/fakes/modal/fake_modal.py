@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""A fake Modal for sbfs tests, written from ../../../../shared/protocols
-modal.md: the control plane (modal.client.ModalClient) and the task command
+"""A fake Modal for sbfs tests, written from modal-labs/modal-client's
+modal_proto/api.proto and task_command_router.proto: the control plane (modal.client.ModalClient) and the task command
 router (modal.task_command_router.TaskCommandRouter) on one HTTP/2 gRPC
 listener on 127.0.0.1, served by grpcio with generic raw-bytes handlers and
 our own protobuf codec (pb.py). Plaintext (http://127.0.0.1:PORT), or with
