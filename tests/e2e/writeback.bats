@@ -248,6 +248,36 @@ f30"
 	backend_sweep
 }
 
+# The journal's pointer in the state folder is what recovery follows; one
+# a crash took (issue 41: a power cut before it reached the disk) must
+# not leave the journal's files orphaned and unnamed: the spool folders
+# the mounts used, and the default one, are searched.
+@test "writeback: kill -9 and the journal's pointer lost: the next status finds the journal in the spool folder and saves its files" {
+	wb_mount inject_faults=error:write:every1
+	for i in 1 2; do echo "orphan $i" >"$MNT/o$i"; done
+	rm "$XDG_STATE_HOME"/sbfs/journal/*
+	kill_and_recover
+	assert_output_has "without the pointer"
+	saved=$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*)
+	for i in 1 2; do assert_eq "$(cat "$saved/o$i")" "orphan $i"; done
+	[[ -z $(ls -A "$T/spool") ]] || fail "journal folder left in the spool folder: $(ls -A "$T/spool")"
+	backend_sweep
+}
+
+@test "writeback: kill -9 and the journal's pointer lost, default spool folder: the next status finds it there" {
+	export TMPDIR=$T/tmp
+	mkdir -p "$TMPDIR"
+	mount_sbfs -o writeback,inject_faults=error:write:every1
+	echo orphan >"$MNT/o"
+	# neither the pointer nor the list of spool folders: only the
+	# default folder (TMPDIR) says where the journal is
+	rm "$XDG_STATE_HOME"/sbfs/journal/* "$XDG_STATE_HOME"/sbfs/spool-dirs
+	kill_and_recover
+	assert_output_has "without the pointer"
+	assert_eq "$(cat "$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*)/o")" orphan
+	backend_sweep
+}
+
 # A link of a file whose upload has not landed waits for it
 # (link_pending.h) and moves the file's journal entry to the new name:
 # a kill -9 then saves the file under that name, in its new directory

@@ -63,8 +63,10 @@ static void teardown(struct t *t)
 	mem_backend_free(t->b);
 	static const char *const made[] = {"state/sbfs/journal", "state/sbfs",
 					   "state", ""};
+	char p[128];
+	snprintf(p, sizeof p, "%s/state/sbfs/spool-dirs", t->spool);
+	unlink(p);
 	for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
-		char p[128];
 		snprintf(p, sizeof p, "%s/%s", t->spool, made[i]);
 		rmdir(p);
 	}
