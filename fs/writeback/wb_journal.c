@@ -405,6 +405,19 @@ int64_t wb_journal_add(struct wb_journal *j, int fd, const char *relpath,
 	return seq;
 }
 
+int wb_journal_reopen(struct wb_journal *j, int64_t seq)
+{
+	char data[48];
+	snprintf(data, sizeof data, "%lld.data", (long long)seq);
+	return openat(j->dirfd, data, O_RDWR | O_CLOEXEC);
+}
+
+void wb_journal_entry_path(struct wb_journal *j, int64_t seq, char *buf,
+			   size_t len)
+{
+	snprintf(buf, len, "%s/%lld.data", j->dir, (long long)seq);
+}
+
 void wb_journal_counts(struct wb_journal *j, uint64_t *entries,
 		       uint64_t *fsyncs)
 {

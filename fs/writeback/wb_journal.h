@@ -43,6 +43,12 @@ void wb_journal_close(struct wb_journal *j, int keep);
  * before cannot be linked again), which later writes do not reach. */
 int64_t wb_journal_add(struct wb_journal *j, int fd, const char *relpath,
 		       bool *copied);
+/* The entry seq's data (the spool, or its copy) opened again, read and
+ * write; -1 with errno set. */
+int wb_journal_reopen(struct wb_journal *j, int64_t seq);
+/* Its path, for a save that cannot take the file's lock. */
+void wb_journal_entry_path(struct wb_journal *j, int64_t seq, char *buf,
+			   size_t len);
 /* Entries added so far, and the folder fsyncs that made them durable
  * (fewer when closes arrived together). */
 void wb_journal_counts(struct wb_journal *j, uint64_t *entries,

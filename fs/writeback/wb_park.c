@@ -1,0 +1,37 @@
+#include "wb_park.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../util/log.h"
+#include "../core/file_state.h"
+#include "wb_journal.h"
+
+void wb_park(struct file_state *f, unsigned handles_left)
+{
+	/* Not while a fetch streams into the spool without the lock, nor
+	 * while the spool is a read cache (fs_core.c's budget owns those). */
+	if (f->fd < 0 || !f->wb_journal || f->wb_seq <= 0 || !f->wb_durable ||
+	    !f->dirty || f->unlinked || f->n_inflight > 0 || f->retained ||
+	    f->handles > handles_left)
+		return;
+	close(f->fd);
+	f->fd = -1;
+}
+
+void wb_unpark(struct file_state *f)
+{
+	if (f->fd >= 0 || !f->wb_journal || f->wb_seq <= 0)
+		return;
+	int fd = wb_journal_reopen(f->wb_journal, f->wb_seq);
+	if (fd < 0) {
+		sb_warn("write-back: cannot open the journal entry of a pending "
+			"file again: %s (its upload is tried again later)",
+			strerror(errno));
+		return;
+	}
+	f->fd = fd;
+	/* The entry is the spool now: what is written next reaches it. */
+	f->wb_copied = false;
+}
