@@ -20,18 +20,21 @@ void wb_park(struct file_state *f, unsigned handles_left)
 	f->fd = -1;
 }
 
-void wb_unpark(struct file_state *f)
+int wb_unpark(struct file_state *f)
 {
 	if (f->fd >= 0 || !f->wb_journal || f->wb_seq <= 0)
-		return;
+		return 0;
 	int fd = wb_journal_reopen(f->wb_journal, f->wb_seq);
 	if (fd < 0) {
-		sb_warn("write-back: cannot open the journal entry of a pending "
-			"file again: %s (its upload is tried again later)",
-			strerror(errno));
-		return;
+		int e = errno;
+		if (e != EMFILE && e != ENFILE)
+			sb_warn("write-back: cannot open the journal entry of a "
+				"pending file again: %s (its upload is tried again "
+				"at the next sync, sbexec or unmount)", strerror(e));
+		return -e;
 	}
 	f->fd = fd;
 	/* The entry is the spool now: what is written next reaches it. */
 	f->wb_copied = false;
+	return 0;
 }

@@ -12,8 +12,9 @@ struct file_state;
 /* Closes f's descriptor if the journal holds its current content and at
  * most handles_left handles are open (1 at the last close's flush). */
 void wb_park(struct file_state *f, unsigned handles_left);
-/* Opens a parked f's journal entry as its spool again; f->fd stays -1
- * (its calls then fail with EBADF) if that fails, with a warning. */
-void wb_unpark(struct file_state *f);
+/* Opens a parked f's journal entry as its spool again: 0, or -errno with
+ * f->fd still -1 (its calls then fail with EBADF; a warning unless it was
+ * for want of descriptors, which the upload queue waits out). */
+int wb_unpark(struct file_state *f);
 
 #endif

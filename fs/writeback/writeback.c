@@ -221,9 +221,12 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 			file_lock(it->f);
 		else if (!file_trylock(it->f))
 			continue; /* requeued below */
-		/* Its spool could not be opened again (EMFILE): the next
-		 * batch takes it, as one not locked. */
-		if (it->f->fd < 0 && it->f->dirty && !it->f->unlinked) {
+		/* Its spool could not be opened again: out of descriptors,
+		 * the next batch takes it, as one not locked; otherwise its
+		 * upload fails and waits for the next barrier. */
+		int e = it->f->fd < 0 && it->f->dirty && !it->f->unlinked
+				? wb_unpark(it->f) : 0;
+		if (e == -EMFILE || e == -ENFILE) {
 			file_unlock(it->f);
 			continue;
 		}
@@ -553,7 +556,7 @@ int wb_start(struct fs *fs, const char *name, char *err, size_t errlen)
 
 /* At the stop no call runs, and what never landed was saved from the
  * journal: a parked file stays without a descriptor. */
-static void unpark_for_stop(struct node *n, void *arg)
+static void forget_journal(struct node *n, void *arg)
 {
 	(void)arg;
 	if (n->file)
@@ -576,7 +579,7 @@ void wb_stop(struct fs *fs, bool keep)
 	w->rm = NULL;
 	/* No file may open an entry of the journal once it is gone. */
 	table_lock(fs);
-	node_walk(fs->t.root, unpark_for_stop, NULL);
+	node_walk(fs->t.root, forget_journal, NULL);
 	table_unlock(fs);
 	wb_journal_close(w->j, keep);
 	fs->wb = NULL;
