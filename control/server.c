@@ -378,16 +378,13 @@ static void do_sync(struct conn *c)
 static void do_unmount(struct conn *c)
 {
 	reply_json(c, json_pack("{s:b,s:i}", "ok", 1, "pid", (int)getpid()));
-	int fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
-	if (fd < 0) {
-		sb_warn("control: cannot keep the unmount connection: %s", strerror(errno));
-		return;
-	}
+	/* The connection's own descriptor is handed off, not a dup: with
+	 * every descriptor taken (EMFILE) the report must not be lost. */
 	pthread_mutex_lock(&c->s->mu);
 	c->handed_off = true;
 	if (c->s->unmount_fd >= 0)
 		close(c->s->unmount_fd);
-	c->s->unmount_fd = fd;
+	c->s->unmount_fd = c->fd;
 	pthread_mutex_unlock(&c->s->mu);
 }
 
@@ -470,7 +467,8 @@ static void *conn_main(void *arg)
 
 static void conn_free(struct conn *c)
 {
-	close(c->fd);
+	if (!c->handed_off) /* else the unmount report's, closed by its writer */
+		close(c->fd);
 	close(c->cancel[0]);
 	close(c->cancel[1]);
 	frame_writer_destroy(&c->w);
@@ -556,10 +554,30 @@ static void accept_one(struct control_server *s, int fd)
 	}
 }
 
+static void take_spares(struct control_server *s)
+{
+	for (int i = 0; i < CONTROL_SPARE_FDS; i++)
+		if (s->spare[i] < 0)
+			s->spare[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static bool release_spares(struct control_server *s)
+{
+	bool released = false;
+	for (int i = 0; i < CONTROL_SPARE_FDS; i++)
+		if (s->spare[i] >= 0) {
+			close(s->spare[i]);
+			s->spare[i] = -1;
+			released = true;
+		}
+	return released;
+}
+
 static void *accept_main(void *arg)
 {
 	struct control_server *s = arg;
 	for (;;) {
+		take_spares(s);
 		struct pollfd pf[2] = {{.fd = s->lfd, .events = POLLIN},
 				       {.fd = s->wake[0], .events = POLLIN}};
 		if (poll(pf, 2, -1) < 0) {
@@ -572,6 +590,9 @@ static void *accept_main(void *arg)
 			break;
 		reap(s);
 		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE) &&
+		    release_spares(s))
+			fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM ||
 			    errno == ENOBUFS) {
@@ -646,6 +667,8 @@ struct control_server *control_server_start(const char *socket_path,
 	s->unmount_fd = -1;
 	s->started = time(NULL);
 	s->wake[0] = s->wake[1] = -1;
+	for (int i = 0; i < CONTROL_SPARE_FDS; i++)
+		s->spare[i] = -1;
 	s->b = b;
 	if (hooks)
 		s->hooks = *hooks;
@@ -723,6 +746,7 @@ void control_server_stop(struct control_server *s)
 	close(s->lfd);
 	close(s->wake[0]);
 	close(s->wake[1]);
+	release_spares(s);
 	pthread_mutex_destroy(&s->mu);
 	free(s->path);
 	free(s->mount);

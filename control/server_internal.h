@@ -30,6 +30,9 @@ struct conn {
 	struct conn *next;
 };
 
+/* One accepted socket and its cancel pipe, and one more. */
+#define CONTROL_SPARE_FDS 4
+
 struct control_server {
 	int lfd;
 	int wake[2]; /* wakes the accept thread's poll on stop */
@@ -41,9 +44,15 @@ struct control_server {
 	pthread_mutex_t mu;
 	struct conn *conns;
 	bool stopping;
-	/* The connection of the last `sbfs umount`, dup'd: the daemon writes
-	 * its teardown report there once the sandbox is gone. -1: none. */
+	/* The connection of the last `sbfs umount`, handed off by its
+	 * thread: the daemon writes its teardown report there once the
+	 * sandbox is gone. -1: none. */
 	int unmount_fd;
+	/* Descriptors held in reserve (of /dev/null): let go when an accept
+	 * meets EMFILE, so that connection and its thread's pipe still get
+	 * theirs (`sbfs umount` must always be answered); taken again once
+	 * connections end. -1: not held. Accept thread only. */
+	int spare[CONTROL_SPARE_FDS];
 	time_t started; /* when the mount was made (wall clock), for `sbfs list` */
 };
 

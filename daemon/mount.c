@@ -326,12 +326,6 @@ static char *fuse_options(const char *sock, const char *user_opts)
 	return s;
 }
 
-static char *default_spool_dir(void)
-{
-	const char *t = getenv("TMPDIR");
-	return strdup(t && *t ? t : "/var/tmp");
-}
-
 /* Unmount-time flush: whatever cannot reach the sandbox is saved locally
  * and named, never dropped in silence. lost: files neither uploaded nor
  * saved (their journal entries are then kept for the next start). */
@@ -457,7 +451,7 @@ int sbfs_mount_run(struct mount_options *o)
 	if (o->log_path)
 		snprintf(log_path, sizeof log_path, "%s", o->log_path);
 	if (!o->spool_dir)
-		o->spool_dir = default_spool_dir();
+		o->spool_dir = strdup(wb_default_spool_dir());
 
 	struct fs_config cfg = {
 		.attr_timeout = o->attr_timeout,

@@ -399,11 +399,17 @@ static int save_one(struct node *n, const char *rel, const char *dir,
 		    char *saved_as, size_t len)
 {
 	struct file_state *f = n->file;
-	char src[64];
-	snprintf(src, sizeof src, "/proc/self/fd/%d", f->fd);
-	int r = file_state_fit_spool(f);
-	if (r < 0)
-		return r;
+	char src[PATH_MAX];
+	/* Parked (wb_park.h): its journal entry is its content, fitted and
+	 * made durable at its close. */
+	if (f->fd < 0 && f->wb_journal && f->wb_seq > 0) {
+		wb_journal_entry_path(f->wb_journal, f->wb_seq, src, sizeof src);
+	} else {
+		snprintf(src, sizeof src, "/proc/self/fd/%d", f->fd);
+		int r = file_state_fit_spool(f);
+		if (r < 0)
+			return r;
+	}
 	return unsaved_save(AT_FDCWD, src, false, rel, dir, saved_as, len);
 }
 

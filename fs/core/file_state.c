@@ -57,7 +57,8 @@ void file_state_free(struct file_state *f)
 		pthread_cond_wait(&f->fetched, &f->lock);
 	pthread_mutex_unlock(&f->lock);
 	pthread_cond_destroy(&f->fetched);
-	close(f->fd);
+	if (f->fd >= 0) /* -1: parked, its journal entry held it */
+		close(f->fd);
 	atomic_fetch_sub(&live_spools, 1);
 	range_set_free(&f->present);
 	pthread_mutex_destroy(&f->lock);

@@ -16,6 +16,8 @@
 #include "range_set.h"
 #include "readahead.h"
 
+struct wb_journal;
+
 struct file_state {
 	/* The file lock: after the paths rwlock, before the queue locks and
 	 * the table lock (fs/core/lock_order.h); held across this file's backend
@@ -100,6 +102,9 @@ struct file_state {
 	bool wb_durable;
 	bool wb_copied;
 	bool wb_queued;
+	/* The journal holding the entry: a closed pending file's fd is -1
+	 * while the entry holds its content (wb_park.h). */
+	struct wb_journal *wb_journal;
 };
 
 /* Spools that exist now, in this process: each holds a descriptor. */

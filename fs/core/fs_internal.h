@@ -7,6 +7,7 @@
 #include "file_state.h"
 #include "fs.h"
 #include "lock_order.h"
+#include "../writeback/wb_park.h"
 
 /* The table lock and the file locks, in the order of lock_order.h. */
 static inline void table_lock(struct fs *fs)
@@ -17,16 +18,26 @@ static inline void table_unlock(struct fs *fs)
 {
 	fs_mutex_unlock(&fs->t.lock, FS_LOCK_TABLE);
 }
+/* A closed file pending upload holds no descriptor (wb_park.h): taking
+ * its lock opens its spool again, and letting go closes it. */
 static inline void file_lock(struct file_state *f)
 {
 	fs_mutex_lock(&f->lock, FS_LOCK_FILE);
+	if (f->fd < 0)
+		wb_unpark(f);
 }
 static inline bool file_trylock(struct file_state *f)
 {
-	return fs_mutex_trylock(&f->lock, FS_LOCK_FILE);
+	if (!fs_mutex_trylock(&f->lock, FS_LOCK_FILE))
+		return false;
+	if (f->fd < 0)
+		wb_unpark(f);
+	return true;
 }
 static inline void file_unlock(struct file_state *f)
 {
+	if (f->wb_journal)
+		wb_park(f, 0);
 	fs_mutex_unlock(&f->lock, FS_LOCK_FILE);
 }
 

@@ -44,26 +44,67 @@ void wb_state_dir(char *buf, size_t len)
 			 home && *home ? home : "/tmp");
 }
 
-static int mkdir_parents(const char *path, bool last)
+const char *wb_default_spool_dir(void)
+{
+	const char *t = getenv("TMPDIR");
+	return t && *t ? t : "/var/tmp";
+}
+
+static int fsync_dir(const char *path)
+{
+	int fd = open(path, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int r = fsync(fd) < 0 ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+/* The parent folder of path (a copy cut at its last '/') is synced: a new
+ * name in it is durable only once its folder is. */
+static int fsync_parent(const char *path)
 {
 	char p[PATH_MAX];
 	snprintf(p, sizeof p, "%s", path);
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
+	char *slash = strrchr(p, '/');
+	if (!slash)
+		return fsync_dir(".");
+	if (slash == p)
+		slash++;
+	*slash = '\0';
+	return fsync_dir(p);
+}
+
+/* durable: each folder made is synced into its parent, so a power cut
+ * cannot take it (and what is later made durable in it) away. */
+static int mkdir_parents(const char *path, bool last, bool durable)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof p, "%s", path);
+	char *end = p + strlen(p);
+	for (char *s = p + 1; s <= end; s++) {
+		if (s < end && *s != '/')
 			continue;
+		if (s == end && !last)
+			break;
+		char c = *s;
 		*s = '\0';
-		if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		bool made = mkdir(p, 0700) == 0;
+		if (!made && errno != EEXIST)
 			return -errno;
-		*s = '/';
+		if (made && durable) {
+			int r = fsync_parent(p);
+			if (r < 0)
+				return r;
+		}
+		*s = c;
 	}
-	if (last && mkdir(p, 0700) < 0 && errno != EEXIST)
-		return -errno;
 	return 0;
 }
 
 static int write_durable(int dirfd, const char *name, const char *text)
 {
-	char tmp[64];
+	char tmp[NAME_MAX + 8];
 	snprintf(tmp, sizeof tmp, "%s.tmp", name);
 	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -161,6 +202,89 @@ static int journal_commit(struct wb_journal *j)
 	return r;
 }
 
+static void remove_all(int dirfd);
+
+/* The spool folders journals were made in, one absolute path a line
+ * (STATE/sbfs/spool-dirs): recovery looks there for a journal whose
+ * pointer a power cut took. Appended once per folder, synced. */
+#define SPOOL_DIRS_FILE "spool-dirs"
+
+static bool spool_dir_listed(const char *list, const char *dir)
+{
+	FILE *f = fopen(list, "re");
+	if (!f)
+		return false;
+	char line[PATH_MAX + 2];
+	bool found = false;
+	while (!found && fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = '\0';
+		found = strcmp(line, dir) == 0;
+	}
+	fclose(f);
+	return found;
+}
+
+static int list_spool_dir(const char *state, const char *dir)
+{
+	char list[PATH_MAX + 16];
+	snprintf(list, sizeof list, "%s/" SPOOL_DIRS_FILE, state);
+	/* A line cannot hold a name with a newline: the default folder is
+	 * searched anyway, and the pointer names any other. */
+	if (strchr(dir, '\n') || spool_dir_listed(list, dir))
+		return 0;
+	int fd = open(list, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	char line[PATH_MAX + 2];
+	int len = snprintf(line, sizeof line, "%s\n", dir);
+	/* One write of O_APPEND: two mounts starting together add both. */
+	int r = write(fd, line, len) == len && fsync(fd) == 0 ? 0 : -EIO;
+	close(fd);
+	return r < 0 ? r : fsync_dir(state);
+}
+
+/* Every link from the state folder to the journal's entries is made
+ * durable here, before any close() can be acknowledged: the folder's own
+ * name in the spool folder, the pointer, and the folders above it. A
+ * journal's fsync makes only its own folder durable, and where the spool
+ * and the state folder are on different file systems nothing else would
+ * (issue 41: a power cut within ext4's commit interval of the mount left
+ * every acknowledged file orphaned). */
+static int make_journal(struct wb_journal *j, const char *spool_abs,
+			const char *state, const char *owner)
+{
+	if (mkdir(j->dir, 0700) < 0)
+		return -errno;
+	j->dirfd = open(j->dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	if (j->dirfd < 0)
+		return -errno;
+	/* The folder names its pointer, so a recovery that finds the folder
+	 * without it knows the folder is its own state folder's. */
+	int r = write_durable(j->dirfd, "owner", owner);
+	if (r == 0)
+		r = write_durable(j->dirfd, "pointer", j->pointer);
+	if (r == 0 && fsync(j->dirfd) < 0)
+		r = -errno;
+	if (r == 0)
+		r = fsync_dir(spool_abs);
+	if (r == 0)
+		r = mkdir_parents(j->pointer, false, true);
+	if (r == 0)
+		r = list_spool_dir(state, spool_abs);
+	if (r < 0)
+		return r;
+	char jdir[PATH_MAX + 16];
+	snprintf(jdir, sizeof jdir, "%s/journal", state);
+	int pfd = open(jdir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	r = write_durable(pfd, strrchr(j->pointer, '/') + 1, j->dir);
+	if (r == 0 && fsync(pfd) < 0)
+		r = -errno;
+	close(pfd);
+	return r;
+}
+
 struct wb_journal *wb_journal_open(const char *spool_dir, const char *name,
 				   char *err, size_t errlen)
 {
@@ -172,6 +296,7 @@ struct wb_journal *wb_journal_open(const char *spool_dir, const char *name,
 		free(j);
 		return NULL;
 	}
+	j->dirfd = -1;
 	wb_state_dir(state, sizeof state);
 	snprintf(owner, sizeof owner, "%d\n", (int)getpid());
 	int r = 0;
@@ -180,22 +305,16 @@ struct wb_journal *wb_journal_open(const char *spool_dir, const char *name,
 	    snprintf(j->pointer, sizeof j->pointer, "%s/journal/%s", state,
 		     name) >= (int)sizeof j->pointer)
 		r = -ENAMETOOLONG;
-	if (r == 0 && mkdir(j->dir, 0700) < 0)
-		r = -errno;
-	if (r == 0) {
-		j->dirfd = open(j->dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
-		r = j->dirfd < 0 ? -errno : write_durable(j->dirfd, "owner", owner);
-	}
 	if (r == 0)
-		r = mkdir_parents(j->pointer, false);
-	if (r == 0 && symlink(j->dir, j->pointer) < 0)
-		r = -errno;
+		r = make_journal(j, abs, state, owner);
 	if (r < 0) {
 		snprintf(err, errlen, "cannot set up the write-back journal in %s: %s "
 			 "(set -o spool_dir=DIR to a writable local directory)",
 			 j->dir, strerror(-r));
-		if (j->dirfd > 0)
+		if (j->dirfd >= 0) {
+			remove_all(j->dirfd);
 			close(j->dirfd);
+		}
 		rmdir(j->dir);
 		free(j);
 		return NULL;
@@ -284,6 +403,19 @@ int64_t wb_journal_add(struct wb_journal *j, int fd, const char *relpath,
 		return r;
 	}
 	return seq;
+}
+
+int wb_journal_reopen(struct wb_journal *j, int64_t seq)
+{
+	char data[48];
+	snprintf(data, sizeof data, "%lld.data", (long long)seq);
+	return openat(j->dirfd, data, O_RDWR | O_CLOEXEC);
+}
+
+void wb_journal_entry_path(struct wb_journal *j, int64_t seq, char *buf,
+			   size_t len)
+{
+	snprintf(buf, len, "%s/%lld.data", j->dir, (long long)seq);
 }
 
 void wb_journal_counts(struct wb_journal *j, uint64_t *entries,
@@ -404,7 +536,7 @@ int unsaved_save(int srcdir, const char *name, bool move, const char *relpath,
 		return -EINVAL;
 	if (snprintf(dst, sizeof dst, "%s%s", dest, relpath) >= (int)sizeof dst)
 		return -ENAMETOOLONG;
-	int r = mkdir_parents(dst, false);
+	int r = mkdir_parents(dst, false, false);
 	if (r < 0)
 		return r;
 	/* Never overwrite what an earlier save put there. */
@@ -419,16 +551,13 @@ int unsaved_save(int srcdir, const char *name, bool move, const char *relpath,
 	return r;
 }
 
-static size_t recover_one(const char *pointer, const char *name,
-			  const char *state, FILE *out)
+/* Saves the entries of the journal folder dir of mount name, if its
+ * daemon is gone, and removes it and its pointer. missing_pointer: the
+ * folder was found by a search of the spool folders, not by its pointer. */
+static size_t recover_folder(const char *dir, const char *pointer,
+			     const char *name, const char *state,
+			     bool missing_pointer, FILE *out)
 {
-	char dir[PATH_MAX];
-	ssize_t n = readlink(pointer, dir, sizeof dir - 1);
-	if (n <= 0) {
-		unlink(pointer);
-		return 0;
-	}
-	dir[n] = '\0';
 	int jfd = open(dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
 	if (jfd < 0) {
 		unlink(pointer); /* the folder went with its spool directory */
@@ -451,6 +580,10 @@ static size_t recover_one(const char *pointer, const char *name,
 		size_t len = strlen(e->d_name);
 		if (len < 6 || strcmp(e->d_name + len - 5, ".data") != 0)
 			continue;
+		if (missing_pointer && saved + lost == 0)
+			fprintf(out, "sbfs: mount %s: found its write-back journal in "
+				"%s without the pointer %s (lost in a crash?); "
+				"saving its files\n", name, dir, pointer);
 		char rec[300], rel[PATH_MAX] = "";
 		snprintf(rec, sizeof rec, "%.*s.path", (int)(len - 5), e->d_name);
 		ssize_t r = read_record(jfd, rec, rel, sizeof rel);
@@ -484,23 +617,93 @@ static size_t recover_one(const char *pointer, const char *name,
 	return saved;
 }
 
-size_t wb_journal_recover(FILE *out)
+static size_t recover_one(const char *pointer, const char *name,
+			  const char *state, FILE *out)
 {
-	char state[PATH_MAX], jdir[PATH_MAX + 16];
-	wb_state_dir(state, sizeof state);
-	snprintf(jdir, sizeof jdir, "%s/journal", state);
-	DIR *d = opendir(jdir);
+	char dir[PATH_MAX];
+	/* A regular file; a symlink where an older sbfs made it. */
+	ssize_t n = read_record(AT_FDCWD, pointer, dir, sizeof dir);
+	if (n <= 0) {
+		unlink(pointer);
+		return 0;
+	}
+	return recover_folder(dir, pointer, name, state, false, out);
+}
+
+#define JOURNAL_PREFIX "sbfs-journal-"
+
+/* The journals in spool folder spool whose pointer in the state folder
+ * is gone, recovered. Only a folder that names its pointer there (made by
+ * a mount of this state folder) and belongs to this user is touched. */
+static size_t scan_spool_dir(const char *spool, const char *state, FILE *out)
+{
+	DIR *d = opendir(spool);
 	if (!d)
 		return 0;
 	size_t saved = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
+		if (strncmp(e->d_name, JOURNAL_PREFIX, strlen(JOURNAL_PREFIX)))
+			continue;
+		const char *name = e->d_name + strlen(JOURNAL_PREFIX);
+		char dir[PATH_MAX], pointer[PATH_MAX], named[PATH_MAX];
+		struct stat st;
+		if (!*name ||
+		    snprintf(dir, sizeof dir, "%s/%s", spool, e->d_name) >=
+			    (int)sizeof dir ||
+		    snprintf(pointer, sizeof pointer, "%s/journal/%s", state,
+			     name) >= (int)sizeof pointer ||
+		    lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+		    st.st_uid != geteuid() || lstat(pointer, &st) == 0)
+			continue;
+		int jfd = open(dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+		if (jfd < 0)
+			continue;
+		ssize_t n = read_record(jfd, "pointer", named, sizeof named);
+		close(jfd);
+		if (n > 0 && strcmp(named, pointer) == 0)
+			saved += recover_folder(dir, pointer, name, state, true, out);
+	}
+	closedir(d);
+	return saved;
+}
+
+static size_t scan_spool_dirs(const char *state, FILE *out)
+{
+	size_t saved = scan_spool_dir(wb_default_spool_dir(), state, out);
+	char list[PATH_MAX + 16], line[PATH_MAX + 2];
+	snprintf(list, sizeof list, "%s/" SPOOL_DIRS_FILE, state);
+	FILE *f = fopen(list, "re");
+	while (f && fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (line[0] == '/')
+			saved += scan_spool_dir(line, state, out);
+	}
+	if (f)
+		fclose(f);
+	return saved;
+}
+
+size_t wb_journal_recover(FILE *out)
+{
+	char state[PATH_MAX], jdir[PATH_MAX + 16];
+	wb_state_dir(state, sizeof state);
+	snprintf(jdir, sizeof jdir, "%s/journal", state);
+	size_t saved = 0;
+	DIR *d = opendir(jdir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		/* A pointer being written (write_durable) is no pointer yet;
+		 * the search of the spool folders finds its journal. */
+		if (e->d_name[0] == '.' ||
+		    (len > 4 && !strcmp(e->d_name + len - 4, ".tmp")))
 			continue;
 		char pointer[PATH_MAX * 2];
 		snprintf(pointer, sizeof pointer, "%s/%s", jdir, e->d_name);
 		saved += recover_one(pointer, e->d_name, state, out);
 	}
-	closedir(d);
-	return saved;
+	if (d)
+		closedir(d);
+	return saved + scan_spool_dirs(state, out);
 }

@@ -9,9 +9,15 @@
  * makes both names and the symlink durable; the closes that arrive while
  * one fsync of the folder runs share the next one (group commit). A
  * pointer in the state directory
- * (STATE/sbfs/journal/NAME, a symlink to the folder) lets any later sbfs
+ * (STATE/sbfs/journal/NAME, a file naming the folder) lets any later sbfs
  * start, `sbfs status` or `sbfs sweep` find the folder of a dead daemon
- * and move its files to STATE/sbfs/unsaved/NAME/ under their paths. */
+ * and move its files to STATE/sbfs/unsaved/NAME/ under their paths. The
+ * pointer, the folder's name in the spool directory and the folders
+ * above the pointer are synced when the journal is made, so each link is
+ * durable before a close() is acknowledged, whichever file systems the
+ * spool and the state directory are on. A journal whose pointer is gone
+ * anyway is found by a search of the spool folders used
+ * (STATE/sbfs/spool-dirs) and the default one. */
 #ifndef SBFS_WB_JOURNAL_H
 #define SBFS_WB_JOURNAL_H
 
@@ -37,6 +43,12 @@ void wb_journal_close(struct wb_journal *j, int keep);
  * before cannot be linked again), which later writes do not reach. */
 int64_t wb_journal_add(struct wb_journal *j, int fd, const char *relpath,
 		       bool *copied);
+/* The entry seq's data (the spool, or its copy) opened again, read and
+ * write; -1 with errno set. */
+int wb_journal_reopen(struct wb_journal *j, int64_t seq);
+/* Its path, for a save that cannot take the file's lock. */
+void wb_journal_entry_path(struct wb_journal *j, int64_t seq, char *buf,
+			   size_t len);
 /* Entries added so far, and the folder fsyncs that made them durable
  * (fewer when closes arrived together). */
 void wb_journal_counts(struct wb_journal *j, uint64_t *entries,
@@ -49,8 +61,8 @@ int wb_journal_rename(struct wb_journal *j, int64_t seq, const char *relpath);
 void wb_journal_remove(struct wb_journal *j, int64_t seq);
 
 /* Moves the files of every dead daemon's journal to STATE/sbfs/unsaved/
- * NAME/, printing one line per mount to out. Returns the number of files
- * saved. */
+ * NAME/, printing one line per mount to out (and one more for a journal
+ * found without its pointer). Returns the number of files saved. */
 size_t wb_journal_recover(FILE *out);
 
 /* Saves one file that never reached the sandbox as DEST + relpath
@@ -62,6 +74,9 @@ size_t wb_journal_recover(FILE *out);
  * unmount save and the crash recovery both go through here. */
 int unsaved_save(int srcdir, const char *name, bool move, const char *relpath,
 		 const char *dest, char *saved_as, size_t len);
+
+/* The spool folder of a mount without -o spool_dir: TMPDIR or /var/tmp. */
+const char *wb_default_spool_dir(void);
 
 /* STATE/sbfs (XDG_STATE_HOME or ~/.local/state) into buf. */
 void wb_state_dir(char *buf, size_t len);

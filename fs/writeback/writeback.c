@@ -10,6 +10,7 @@
 #include "../../util/timespec.h"
 #include "../core/fs_internal.h"
 #include "wb_journal.h"
+#include "wb_park.h"
 #include "wb_removes.h"
 
 #define WB_WORKERS 4
@@ -161,6 +162,8 @@ int wb_commit(struct fs *fs, struct node *n, struct file_state *f)
 		return fs_upload_file(fs, n, f);
 	}
 	off_t size = f->size;
+	f->wb_journal = w->j;
+	wb_park(f, 1); /* this close's handle is the last */
 	file_unlock(f);
 
 	table_lock(fs);
@@ -219,6 +222,15 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 			file_lock(it->f);
 		else if (!file_trylock(it->f))
 			continue; /* requeued below */
+		/* Its spool could not be opened again: out of descriptors,
+		 * the next batch takes it, as one not locked; otherwise its
+		 * upload fails and waits for the next barrier. */
+		int e = it->f->fd < 0 && it->f->dirty && !it->f->unlinked
+				? wb_unpark(it->f) : 0;
+		if (e == -EMFILE || e == -ENFILE) {
+			file_unlock(it->f);
+			continue;
+		}
 		it->locked = true;
 		if (!it->f->dirty || it->f->unlinked)
 			continue;
@@ -290,6 +302,16 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 	fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
 }
 
+/* Files in one batch: each holds its spool's descriptor while the batch
+ * runs (wb_park.h), so the workers together stay within the spools'
+ * share of the descriptors (fs->spool_fd_budget). */
+static size_t batch_files(const struct wb *w)
+{
+	/* Half the spools' share: open files and the read path need theirs. */
+	size_t share = w->fs->spool_fd_budget / (2 * WB_WORKERS);
+	return share < 1 ? 1 : share < WB_BATCH_FILES ? share : WB_BATCH_FILES;
+}
+
 static void *worker(void *arg)
 {
 	struct wb *w = arg;
@@ -300,10 +322,9 @@ static void *worker(void *arg)
 		if (w->qn == 0 && w->stop)
 			break;
 		/* Take the oldest files, within the batch's budget. */
-		size_t k = 0;
+		size_t k = 0, cap = batch_files(w);
 		off_t bytes = 0;
-		struct item *v = calloc(w->qn < WB_BATCH_FILES ? w->qn : WB_BATCH_FILES,
-					sizeof *v);
+		struct item *v = calloc(w->qn < cap ? w->qn : cap, sizeof *v);
 		if (!v) {
 			fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
 			usleep(10000);
@@ -313,7 +334,7 @@ static void *worker(void *arg)
 		/* The oldest has ripened: the batch takes the younger ones
 		 * too (a rename racing with that is still ordered, and paid). */
 		table_lock(w->fs);
-		while (k < w->qn && k < WB_BATCH_FILES) {
+		while (k < w->qn && k < cap) {
 			struct node *n = node_by_ino(&w->fs->t, w->q[k]);
 			off_t sz = n && n->file ? n->file->size : 0;
 			if (k > 0 && bytes + sz > WB_BATCH_BYTES)
@@ -534,6 +555,15 @@ int wb_start(struct fs *fs, const char *name, char *err, size_t errlen)
 	return 0;
 }
 
+/* At the stop no call runs, and what never landed was saved from the
+ * journal: a parked file stays without a descriptor. */
+static void forget_journal(struct node *n, void *arg)
+{
+	(void)arg;
+	if (n->file)
+		n->file->wb_journal = NULL;
+}
+
 void wb_stop(struct fs *fs, bool keep)
 {
 	struct wb *w = fs->wb;
@@ -548,6 +578,10 @@ void wb_stop(struct fs *fs, bool keep)
 	/* After the workers: their uploads drain it through the hooks. */
 	wbr_stop(w->rm);
 	w->rm = NULL;
+	/* No file may open an entry of the journal once it is gone. */
+	table_lock(fs);
+	node_walk(fs->t.root, forget_journal, NULL);
+	table_unlock(fs);
 	wb_journal_close(w->j, keep);
 	fs->wb = NULL;
 	fs->upload_landed = NULL;

@@ -248,6 +248,70 @@ f30"
 	backend_sweep
 }
 
+# Issue 41, item 4: each closed file waiting for its upload held a
+# descriptor (its spool), so a few hundred of them under a small limit
+# made every upload fail with EMFILE for ever: sync exited 1, sbexec 125,
+# and umount lost its report. Pending files now hold none (the journal
+# holds their bytes), and the control server keeps descriptors in reserve.
+@test "writeback: 320 files pending under a limit of 256 open files: sync, sbexec and umount succeed, nothing lost" {
+	require_backend local
+	ulimit -n 256 # soft and hard: the daemon cannot raise it
+	# every call takes 2 s: the files wait while more are closed
+	wb_mount inject_latency_ms=2000
+	mkdir "$MNT/many" "$MNT/more"
+	local i
+	for i in $(seq 320); do
+		echo "$i" >"$MNT/many/f$i" || fail "close of many/f$i failed"
+	done
+	run timeout 300 sbfs sync "$MNT"
+	assert_status 0
+	run timeout 120 sbexec -m "$MNT" true
+	assert_status 0
+	assert_eq "$(sb sh -c 'ls many | wc -l; cat many/f1 many/f320')" "320
+1
+320"
+	# and pending at the unmount: the final flush lands them, the
+	# report reaches sbfs umount
+	for i in $(seq 320); do
+		echo "$i" >"$MNT/more/f$i" || fail "close of more/f$i failed"
+	done
+	run timeout 300 sbfs umount "$MNT"
+	assert_status 0
+	[[ $output != *"saved in"* && $output != *"without saying"* ]] || fail "sbfs umount: $output"
+	[[ ! -d $XDG_STATE_HOME/sbfs/unsaved ]] || fail "files saved instead of uploaded: $(find "$XDG_STATE_HOME/sbfs/unsaved" | head)"
+	! grep -E "Too many open files" "$T/mnt.log" || fail "EMFILE in the daemon's log"
+}
+
+# The journal's pointer in the state folder is what recovery follows; one
+# a crash took (issue 41: a power cut before it reached the disk) must
+# not leave the journal's files orphaned and unnamed: the spool folders
+# the mounts used, and the default one, are searched.
+@test "writeback: kill -9 and the journal's pointer lost: the next status finds the journal in the spool folder and saves its files" {
+	wb_mount inject_faults=error:write:every1
+	for i in 1 2; do echo "orphan $i" >"$MNT/o$i"; done
+	rm "$XDG_STATE_HOME"/sbfs/journal/*
+	kill_and_recover
+	assert_output_has "without the pointer"
+	saved=$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*)
+	for i in 1 2; do assert_eq "$(cat "$saved/o$i")" "orphan $i"; done
+	[[ -z $(ls -A "$T/spool") ]] || fail "journal folder left in the spool folder: $(ls -A "$T/spool")"
+	backend_sweep
+}
+
+@test "writeback: kill -9 and the journal's pointer lost, default spool folder: the next status finds it there" {
+	export TMPDIR=$T/tmp
+	mkdir -p "$TMPDIR"
+	mount_sbfs -o writeback,inject_faults=error:write:every1
+	echo orphan >"$MNT/o"
+	# neither the pointer nor the list of spool folders: only the
+	# default folder (TMPDIR) says where the journal is
+	rm "$XDG_STATE_HOME"/sbfs/journal/* "$XDG_STATE_HOME"/sbfs/spool-dirs
+	kill_and_recover
+	assert_output_has "without the pointer"
+	assert_eq "$(cat "$(ls -d "$XDG_STATE_HOME"/sbfs/unsaved/*)/o")" orphan
+	backend_sweep
+}
+
 # A link of a file whose upload has not landed waits for it
 # (link_pending.h) and moves the file's journal entry to the new name:
 # a kill -9 then saves the file under that name, in its new directory

@@ -6,7 +6,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -738,6 +740,49 @@ static void test_status_sync_refresh(struct sb_backend *b)
 	json_decref(s);
 }
 
+/* Every descriptor of the process taken (issue 41: pending files held
+ * them all): `sbfs status` and `sbfs umount` are still answered, from the
+ * server's reserve, and the unmount report keeps its connection. */
+static void test_out_of_descriptors(struct control_server *s)
+{
+	struct rlimit old, low;
+	CHECK_INT(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = old.rlim_cur < 256 ? old.rlim_cur : 256;
+	CHECK_INT(setrlimit(RLIMIT_NOFILE, &low), 0);
+	int fill[4096], n = 0;
+	const char *ops[] = {"status", "unmount"};
+	for (size_t k = 0; k < 2; k++) {
+		/* Taken again each time: the server lets go of the last
+		 * connection's only when it accepts the next. */
+		while (n < (int)(sizeof fill / sizeof fill[0]) &&
+		       (fill[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+			n++;
+		CHECK(n > 0 && n < (int)(sizeof fill / sizeof fill[0]));
+		close(fill[--n]); /* the client's own socket */
+		int fd = dial();
+		struct timeval tv = {.tv_sec = 5}; /* the old server never accepted */
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+		struct frame_writer w;
+		frame_writer_init(&w, fd);
+		start(&w, ops[k], 0, false, NULL, NULL, NULL);
+		static struct result r;
+		CHECK_INT(collect(fd, &r), 0);
+		CHECK(json_is_object(r.x) && !json_object_get(r.x, "error"));
+		json_decref(r.x);
+		r.x = NULL;
+		frame_writer_destroy(&w);
+		close(fd);
+	}
+	int report = control_server_take_unmount_fd(s);
+	CHECK(report >= 0);
+	if (report >= 0)
+		close(report);
+	while (n > 0)
+		close(fill[--n]);
+	setrlimit(RLIMIT_NOFILE, &old);
+}
+
 /* Garbage gets an error reply, never a crash, and the server lives on. */
 static void test_malformed(void)
 {
@@ -964,6 +1009,7 @@ static void test_server(void)
 	test_kill_and_timeout();
 	test_concurrent_clients();
 	test_status_sync_refresh(b);
+	test_out_of_descriptors(s);
 	test_malformed();
 	test_peer_uid(dir);
 

@@ -7,8 +7,10 @@
 #include "backends/shell_run.h"
 #include "fs/coherence.h"
 #include "fs/fs_node.h"
+#include "fs/core/fs_internal.h"
 #include "fs/writeback/writeback.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -63,8 +65,10 @@ static void teardown(struct t *t)
 	mem_backend_free(t->b);
 	static const char *const made[] = {"state/sbfs/journal", "state/sbfs",
 					   "state", ""};
+	char p[128];
+	snprintf(p, sizeof p, "%s/state/sbfs/spool-dirs", t->spool);
+	unlink(p);
 	for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
-		char p[128];
 		snprintf(p, sizeof p, "%s/%s", t->spool, made[i]);
 		rmdir(p);
 	}
@@ -693,6 +697,69 @@ static void test_writeback_times_go_with_upload(void)
 	CHECK(st.st_mtim.tv_sec != 1100000000);
 	CHECK_INT(st.st_atim.tv_sec, 1000000000);
 	CHECK_INT(fs_getattr(&t.fs, a, &st, &timeout), 0);
+	CHECK_INT(st.st_mtim.tv_sec, 1100000000);
+	teardown(&t);
+}
+
+static int open_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* A closed file waiting for its upload holds no descriptor (wb_park.h):
+ * hundreds of them under a small limit made every upload fail with
+ * EMFILE. Its journal entry is opened again when it is read, written,
+ * given times or uploaded, and closed after. */
+static void test_writeback_pending_files_hold_no_descriptor(void)
+{
+	struct t t;
+	setup_with(&t, true, 0);
+	wb_paths_write_lock(&t.fs); /* no worker uploads until the drain */
+	int before = open_fds();
+	char name[16], data[16];
+	uint64_t ino[20];
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof name, "p%d", i);
+		snprintf(data, sizeof data, "pending %d", i);
+		ino[i] = make_closed(&t, name, data);
+	}
+	CHECK_INT(open_fds(), before);
+	/* read again, written again, given times: each while it waits */
+	struct fs_open o = {.flags = O_RDWR};
+	char buf[32] = "";
+	CHECK_INT(fs_open(&t.fs, ino[3], &o), 0);
+	CHECK_INT(fs_read(&t.fs, ino[3], o.fh, buf, sizeof buf - 1, 0,
+			  &(struct fs_later){0}), 9);
+	CHECK(!strcmp(buf, "pending 3"));
+	CHECK_INT(fs_write(&t.fs, ino[3], o.fh, "P", 1, 0), 1);
+	CHECK_INT(fs_flush(&t.fs, ino[3], o.fh), 0);
+	fs_release(&t.fs, ino[3], o.fh);
+	struct stat attr = {.st_mtim = {1100000000, 0}}, st;
+	CHECK_INT(fs_setattr(&t.fs, ino[4], &attr, FS_SET_MTIME, &st), 0);
+	CHECK_INT(open_fds(), before);
+	/* a failed upload leaves the file pending, and parked again */
+	mem_fail(t.b, SB_CALL_WRITE, W "/p7", -EIO, 1);
+	wb_paths_unlock(&t.fs);
+	wb_drain(&t.fs);
+	CHECK(!mem_exists(t.b, W "/p7"));
+	/* the uploaded ones are read caches now, with descriptors */
+	fs_drop_read_caches(&t.fs);
+	CHECK_INT(open_fds(), before);
+	char msg[256];
+	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
+	char *got = mem_get(t.b, W "/p3");
+	CHECK(got && !strcmp(got, "Pending 3"));
+	free(got);
+	got = mem_get(t.b, W "/p19");
+	CHECK(got && !strcmp(got, "pending 19"));
+	free(got);
+	CHECK_INT(sb_stat(t.b, W "/p4", &st, NULL), 0);
 	CHECK_INT(st.st_mtim.tv_sec, 1100000000);
 	teardown(&t);
 }
@@ -1616,6 +1683,7 @@ int main(void)
 	test_writeback_upload_before_dir_rename();
 	test_writeback_pending_rename_and_unlink();
 	test_writeback_times_go_with_upload();
+	test_writeback_pending_files_hold_no_descriptor();
 	test_chown_to_sandbox_user_goes_with_upload();
 	test_writeback_dir_attrs_land_after_uploads_below();
 	test_writeback_pending_rename_over_sandbox_file();

@@ -1,7 +1,9 @@
 /* The write-back journal: closes from many threads at once each get a
  * durable entry (sharing the folder's fsyncs), a renamed entry keeps its
  * new path, a removed one is gone, and after the daemon's death the
- * recovery saves every other file under its path with its bytes. */
+ * recovery saves every other file under its path with its bytes, also
+ * from a journal whose pointer a crash took (found in the spool folder,
+ * and said so). */
 #include "tests/unit/unit.h"
 #include "fs/writeback/wb_journal.h"
 
@@ -164,6 +166,30 @@ int main(void)
 		}
 	snprintf(path, sizeof path, "%s/sbfs-journal-box", spool);
 	CHECK(access(path, F_OK) != 0); /* recovered: the folder is gone */
+
+	/* The pointer is gone (a power cut before it reached the disk):
+	 * the spool folder the mount used is searched. */
+	j = wb_journal_open(spool, "nopointer", err, sizeof err);
+	CHECK(j != NULL);
+	if (!j)
+		return unit_done("wb_journal");
+	int fd = open(spool, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	CHECK_INT(write(fd, "orphan\n", 7), 7);
+	CHECK(wb_journal_add(j, fd, "/d/orphan", &copied) > 0);
+	close(fd);
+	wb_journal_close(j, 1);
+	snprintf(path, sizeof path, "%s/sbfs/journal/nopointer", state);
+	CHECK_INT(unlink(path), 0);
+	char said[1024] = "";
+	out = fmemopen(said, sizeof said - 1, "w");
+	CHECK_INT(wb_journal_recover(out), 1);
+	fclose(out);
+	CHECK(strstr(said, "found its write-back journal in") != NULL);
+	CHECK(strstr(said, "without the pointer") != NULL);
+	snprintf(path, sizeof path, "%s/sbfs/unsaved/nopointer/d/orphan", state);
+	CHECK(file_is(path, "orphan\n"));
+	snprintf(path, sizeof path, "%s/sbfs-journal-nopointer", spool);
+	CHECK(access(path, F_OK) != 0);
 
 	nftw(base, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 	return unit_done("wb_journal");
