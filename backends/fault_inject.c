@@ -15,11 +15,12 @@ static const char *const action_names[] = {
 	[FAULT_ERROR] = "error",       [FAULT_TERMINAL] = "terminal",
 	[FAULT_STALL] = "stall",       [FAULT_KILL] = "kill",
 	[FAULT_LATE] = "late",         [FAULT_DIE] = "die",
+	[FAULT_SLOW] = "slow",
 };
 
 const char *fault_action_name(enum fault_action a)
 {
-	return (unsigned)a <= FAULT_DIE ? action_names[a] : "?";
+	return (unsigned)a <= FAULT_SLOW ? action_names[a] : "?";
 }
 
 static int bad(char *err, size_t errlen, const char *rule, int len,
@@ -88,19 +89,22 @@ static int parse_rule(struct fault_plan *plan, const char *r, size_t len,
 	memset(fr, 0, sizeof *fr);
 	fr->action = FAULT_NONE;
 	fr->hold_ms = FAULT_LATE_MS;
-	for (int a = FAULT_TRANSIENT; a <= FAULT_DIE; a++)
+	for (int a = FAULT_TRANSIENT; a <= FAULT_SLOW; a++)
 		if (strlen(action_names[a]) == alen && !strncmp(r, action_names[a], alen))
 			fr->action = (enum fault_action)a;
 	uint64_t hold = 0;
-	if (fr->action == FAULT_NONE && alen > 4 && !strncmp(r, "late", 4)) {
-		if (!parse_count(r + 4, alen - 4, &hold) || hold > 600000)
-			return bad(err, errlen, r, ilen, "lateMS needs a whole MS, 1 to 600000");
-		fr->action = FAULT_LATE;
+	for (int a = FAULT_LATE; a <= FAULT_SLOW; a += FAULT_SLOW - FAULT_LATE) {
+		size_t nlen = strlen(action_names[a]);
+		if (fr->action != FAULT_NONE || alen <= nlen || strncmp(r, action_names[a], nlen))
+			continue;
+		if (!parse_count(r + nlen, alen - nlen, &hold) || hold > 600000)
+			return bad(err, errlen, r, ilen, "lateMS and slowMS need a whole MS, 1 to 600000");
+		fr->action = (enum fault_action)a;
 		fr->hold_ms = (unsigned)hold;
 	}
 	if (fr->action == FAULT_NONE)
 		return bad(err, errlen, r, ilen,
-			   "ACTION is one of transient, error, terminal, stall, kill, late, lateMS, die");
+			   "ACTION is one of transient, error, terminal, stall, kill, late, lateMS, die, slow, slowMS");
 	fr->kind = parse_kind(c1 + 1, (size_t)(c2 - c1 - 1));
 	if (fr->kind < 0)
 		return bad(err, errlen, r, ilen,
@@ -283,6 +287,9 @@ int fault_call(struct sb_backend *b, enum sb_call kind,
 		/* Really gone: the call then goes on and the backend has to
 		 * find that out for itself. */
 		b->ops->destroy(b);
+		break;
+	case FAULT_SLOW:
+		sleep_ms(hold_ms);
 		break;
 	case FAULT_LATE: /* after the call, below */
 	case FAULT_DIE:

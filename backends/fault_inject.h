@@ -22,6 +22,10 @@
  *                    before the call's result is taken: a sandbox dying
  *                    while the call is in flight (an upload that lands in
  *                    a sandbox that is gone must not count)
+ *         slow       the call waits FAULT_LATE_MS before the backend
+ *                    starts it (slowMS: MS milliseconds): a command that
+ *                    starts late, so what sbexec sends meanwhile (a
+ *                    signal) arrives before the command exists
  * KIND    an sb_call_name() (write, exec, list, stat, read, mkdir, remove,
  *         rename, chmod, truncate, utimens, symlink, readlink, statfs, chown,
  *         link),
@@ -56,7 +60,8 @@ enum fault_action {
 	FAULT_STALL,
 	FAULT_KILL,
 	FAULT_LATE,
-	FAULT_DIE, /* the last one: the parser's range ends here */
+	FAULT_DIE,
+	FAULT_SLOW, /* the last one: the parser's range ends here */
 };
 
 enum fault_when { FAULT_NTH, FAULT_EVERY, FAULT_PROB };
