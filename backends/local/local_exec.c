@@ -153,10 +153,12 @@ static const char **build_argv(struct sb_backend *b, struct local *l,
 	for (size_t i = 0; req->env && req->env[i]; i++)
 		if (strchr(req->env[i], '='))
 			v[k++] = req->env[i];
-	/* The command leads a session and a group of its own: a forwarded
-	 * signal goes to that group in one kill; with a terminal, it is the
-	 * sandbox's own session leader, its terminal controlling. */
-	v[k++] = "/usr/bin/setsid";
+	/* A command that may get forwarded signals leads a session and a
+	 * group of its own: a signal goes to that group in one kill; with a
+	 * terminal, it is the sandbox's own session leader, its terminal
+	 * controlling. (Not the file calls' commands: one exec less each.) */
+	if (req->tty || exec_signal_fd(req) >= 0)
+		v[k++] = "/usr/bin/setsid";
 	if (req->tty)
 		v[k++] = "--ctty";
 	for (size_t i = 0; req->argv[i]; i++)
