@@ -341,6 +341,12 @@ struct sb_backend {
 	/* Commands started and ended (sb_exec): while they differ, the
 	 * sandbox may be changing under the mount; see sb_exec_quiet_mark. */
 	atomic_uint_fast64_t execs_started, execs_ended;
+	/* Set by the daemon once the mount serves: the idle clock
+	 * (lifetime.h) does not run before, however long create took. */
+	atomic_bool ready;
+	/* Files open on the mount (the fs core's opens less its releases):
+	 * a program holding one is using the sandbox. */
+	atomic_uint_fast64_t files_open;
 	/* The watcher inside the sandbox, for a backend whose watch slots
 	 * are guest_watch.h's; NULL when none runs. */
 	_Atomic(struct guest_watch *) guest_watch;

@@ -8,11 +8,22 @@
 
 /* grep with a regex, not -F: busybox grep -F stops at the NULs of an
  * environ file. A marker is [0-9a-f] of a fixed length, so no marker
- * matches the start of another. */
+ * matches the start of another. A signal sent before the command exists
+ * is held: the scan repeats (10 s at most) until it finds the command.
+ * Then two more passes signal what was forked meanwhile: one kill per
+ * process is not a group's one kill, and a shell signalled while it forked
+ * its next sleep waited on that sleep, its trap pending (CI: "sbexec
+ * still running after 1 HUP"). */
 static const char signal_script[] =
-	"for f in $(grep -l \"" EXEC_MARKER_VAR "=$1\" /proc/[0-9]*/environ 2>/dev/null); do\n"
-	"  p=${f#/proc/}; p=${p%/environ}\n"
-	"  kill -s \"$2\" \"$p\" 2>/dev/null\n"
+	"found= quiet=0 i=0\n"
+	"while [ $i -lt 100 ] && [ $quiet -lt 2 ]; do i=$((i+1)) new=0\n"
+	"  for f in $(grep -l \"" EXEC_MARKER_VAR "=$1\" /proc/[0-9]*/environ 2>/dev/null); do\n"
+	"    p=${f#/proc/}; p=${p%/environ}\n"
+	"    case \" $found \" in *\" $p \"*) continue ;; esac\n"
+	"    kill -s \"$2\" \"$p\" 2>/dev/null; found=\"$found $p\" new=1\n"
+	"  done\n"
+	"  [ -n \"$found\" ] && [ $new = 0 ] && quiet=$((quiet+1))\n"
+	"  [ $quiet -lt 2 ] && { sleep 0.1 2>/dev/null || sleep 1; }\n"
 	"done\n"
 	"exit 0\n";
 

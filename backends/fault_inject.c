@@ -15,11 +15,12 @@ static const char *const action_names[] = {
 	[FAULT_ERROR] = "error",       [FAULT_TERMINAL] = "terminal",
 	[FAULT_STALL] = "stall",       [FAULT_KILL] = "kill",
 	[FAULT_LATE] = "late",         [FAULT_DIE] = "die",
+	[FAULT_SLOW] = "slow",
 };
 
 const char *fault_action_name(enum fault_action a)
 {
-	return (unsigned)a <= FAULT_DIE ? action_names[a] : "?";
+	return (unsigned)a <= FAULT_SLOW ? action_names[a] : "?";
 }
 
 static int bad(char *err, size_t errlen, const char *rule, int len,
@@ -51,9 +52,9 @@ static int parse_kind(const char *s, size_t len)
 {
 	if (len == 3 && !strncmp(s, "any", 3))
 		return FAULT_KIND_ANY;
-	/* create and destroy run before and after the mount: not injectable */
+	/* destroy runs after the mount: not injectable; create only late */
 	for (int k = 0; k < SB_CALL_COUNT; k++) {
-		if (k == SB_CALL_CREATE || k == SB_CALL_DESTROY)
+		if (k == SB_CALL_DESTROY)
 			continue;
 		const char *name = sb_call_name((enum sb_call)k);
 		if (strlen(name) == len && !strncmp(s, name, len))
@@ -87,18 +88,31 @@ static int parse_rule(struct fault_plan *plan, const char *r, size_t len,
 	struct fault_rule *fr = &plan->rules[plan->n];
 	memset(fr, 0, sizeof *fr);
 	fr->action = FAULT_NONE;
-	for (int a = FAULT_TRANSIENT; a <= FAULT_DIE; a++)
+	fr->hold_ms = FAULT_LATE_MS;
+	for (int a = FAULT_TRANSIENT; a <= FAULT_SLOW; a++)
 		if (strlen(action_names[a]) == alen && !strncmp(r, action_names[a], alen))
 			fr->action = (enum fault_action)a;
+	uint64_t hold = 0;
+	for (int a = FAULT_LATE; a <= FAULT_SLOW; a += FAULT_SLOW - FAULT_LATE) {
+		size_t nlen = strlen(action_names[a]);
+		if (fr->action != FAULT_NONE || alen <= nlen || strncmp(r, action_names[a], nlen))
+			continue;
+		if (!parse_count(r + nlen, alen - nlen, &hold) || hold > 600000)
+			return bad(err, errlen, r, ilen, "lateMS and slowMS need a whole MS, 1 to 600000");
+		fr->action = (enum fault_action)a;
+		fr->hold_ms = (unsigned)hold;
+	}
 	if (fr->action == FAULT_NONE)
 		return bad(err, errlen, r, ilen,
-			   "ACTION is one of transient, error, terminal, stall, kill, late, die");
+			   "ACTION is one of transient, error, terminal, stall, kill, late, lateMS, die, slow, slowMS");
 	fr->kind = parse_kind(c1 + 1, (size_t)(c2 - c1 - 1));
 	if (fr->kind < 0)
 		return bad(err, errlen, r, ilen,
-			   "KIND is any or a call name: exec, read, write, list, stat, "
+			   "KIND is any, create or a call name: exec, read, write, list, stat, "
 			   "mkdir, remove, rename, chmod, truncate, utimens, symlink, "
 			   "readlink, statfs");
+	if (fr->kind == SB_CALL_CREATE && fr->action != FAULT_LATE)
+		return bad(err, errlen, r, ilen, "create takes late or lateMS only");
 	const char *w = c2 + 1;
 	size_t wlen = len - (size_t)(w - r);
 	if (wlen > 5 && !strncmp(w, "every", 5)) {
@@ -181,7 +195,15 @@ static double next_uniform(struct fault_plan *plan)
 
 enum fault_action fault_plan_next(struct fault_plan *plan, enum sb_call kind)
 {
+	unsigned hold_ms;
+	return fault_plan_next_held(plan, kind, &hold_ms);
+}
+
+enum fault_action fault_plan_next_held(struct fault_plan *plan, enum sb_call kind,
+				       unsigned *hold_ms)
+{
 	enum fault_action hit = FAULT_NONE;
+	*hold_ms = 0;
 	for (size_t i = 0; i < plan->n; i++) {
 		struct fault_rule *r = &plan->rules[i];
 		if (r->kind != FAULT_KIND_ANY && r->kind != (int)kind)
@@ -193,8 +215,10 @@ enum fault_action fault_plan_next(struct fault_plan *plan, enum sb_call kind)
 		case FAULT_EVERY: fire = nth % r->n == 0; break;
 		case FAULT_PROB: fire = next_uniform(plan) < r->p; break;
 		}
-		if (fire && hit == FAULT_NONE)
+		if (fire && hit == FAULT_NONE) {
 			hit = r->action;
+			*hold_ms = r->hold_ms;
+		}
 	}
 	if (hit != FAULT_NONE)
 		atomic_fetch_add(&plan->injected, 1);
@@ -241,7 +265,8 @@ int fault_call(struct sb_backend *b, enum sb_call kind,
 	/* One round trip to a remote sandbox, modelled on any backend. */
 	if (b->inject_latency_ms)
 		sleep_ms(b->inject_latency_ms);
-	enum fault_action a = b->faults ? fault_plan_next(b->faults, kind)
+	unsigned hold_ms = 0;
+	enum fault_action a = b->faults ? fault_plan_next_held(b->faults, kind, &hold_ms)
 					: FAULT_NONE;
 	if (a != FAULT_NONE) {
 		atomic_fetch_add(&b->counters.faults_injected, 1);
@@ -263,6 +288,9 @@ int fault_call(struct sb_backend *b, enum sb_call kind,
 		 * find that out for itself. */
 		b->ops->destroy(b);
 		break;
+	case FAULT_SLOW:
+		sleep_ms(hold_ms);
+		break;
 	case FAULT_LATE: /* after the call, below */
 	case FAULT_DIE:
 	case FAULT_NONE:
@@ -274,6 +302,16 @@ int fault_call(struct sb_backend *b, enum sb_call kind,
 	if (a == FAULT_DIE)
 		b->ops->destroy(b);
 	if (a == FAULT_LATE)
-		sleep_ms(FAULT_LATE_MS);
+		sleep_ms(hold_ms);
 	return rc;
+}
+
+void fault_after_create(struct sb_backend *b)
+{
+	unsigned hold_ms = 0;
+	if (!b->faults || fault_plan_next_held(b->faults, SB_CALL_CREATE, &hold_ms) != FAULT_LATE)
+		return;
+	atomic_fetch_add(&b->counters.faults_injected, 1);
+	sb_warn("inject_faults: the create's answer held %u ms", hold_ms);
+	sleep_ms(hold_ms);
 }

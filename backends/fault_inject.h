@@ -16,15 +16,22 @@
  *         late       the call does its work, and its answer is held
  *                    FAULT_LATE_MS before it is taken: a slow answer that
  *                    the mount's other calls overtake (a listing made
- *                    before a change lands and answered after it)
+ *                    before a change lands and answered after it);
+ *                    lateMS (late6000) holds it MS milliseconds
  *         die        the call does its work, then the sandbox is destroyed
  *                    before the call's result is taken: a sandbox dying
  *                    while the call is in flight (an upload that lands in
  *                    a sandbox that is gone must not count)
+ *         slow       the call waits FAULT_LATE_MS before the backend
+ *                    starts it (slowMS: MS milliseconds): a command that
+ *                    starts late, so what sbexec sends meanwhile (a
+ *                    signal) arrives before the command exists
  * KIND    an sb_call_name() (write, exec, list, stat, read, mkdir, remove,
  *         rename, chmod, truncate, utimens, symlink, readlink, statfs, chown,
- *         link) or
- *         any; each rule counts the attempts of its own kind
+ *         link),
+ *         any; each rule counts the attempts of its own kind, or
+ *         create (late only): the sandbox is made and its backend's
+ *         clocks run, and the mount gets the answer late (a slow create)
  * WHEN    N          the Nth attempt only (1 = the first)
  *         N-M        attempts N to M, both included
  *         everyN     attempts N, 2N, 3N, ...
@@ -53,7 +60,8 @@ enum fault_action {
 	FAULT_STALL,
 	FAULT_KILL,
 	FAULT_LATE,
-	FAULT_DIE, /* the last one: the parser's range ends here */
+	FAULT_DIE,
+	FAULT_SLOW, /* the last one: the parser's range ends here */
 };
 
 enum fault_when { FAULT_NTH, FAULT_EVERY, FAULT_PROB };
@@ -65,6 +73,7 @@ struct fault_rule {
 	enum fault_when when;
 	uint64_t n, last;      /* NTH: attempts n..last; EVERY: n */
 	double p;              /* PROB */
+	unsigned hold_ms;      /* late: how long the answer is held */
 	atomic_uint_fast64_t seen; /* attempts of this kind so far */
 };
 
@@ -85,6 +94,9 @@ int fault_plan_parse(struct fault_plan *plan, const char *spec, char *err,
  * counts the attempt in every matching rule; the first rule that fires
  * wins. Thread-safe. */
 enum fault_action fault_plan_next(struct fault_plan *plan, enum sb_call kind);
+/* The same, and the winning rule's hold_ms in *hold_ms (0 when none). */
+enum fault_action fault_plan_next_held(struct fault_plan *plan, enum sb_call kind,
+				       unsigned *hold_ms);
 
 const char *fault_action_name(enum fault_action a);
 
@@ -98,5 +110,9 @@ bool fault_wrapping(const struct sb_backend *b);
  * injected result when a fault replaces the call, else call's. */
 int fault_call(struct sb_backend *b, enum sb_call kind,
 	       int (*call)(struct sb_backend *b, void *arg), void *arg);
+
+/* Right after b's create succeeded: a late:create rule holds the answer
+ * there, the sandbox made and the backend's clocks running. */
+void fault_after_create(struct sb_backend *b);
 
 #endif

@@ -18,14 +18,22 @@ void sb_lifetime_start(struct sb_lifetime *l, struct sb_backend *b)
 	l->idle_s = b->spec.idle_timeout_s;
 	l->start = l->idle_since = call_deadline_now();
 	l->last = activity(b);
+	l->ready_seen = false;
 }
 
 const char *sb_lifetime_check(struct sb_lifetime *l, struct sb_backend *b, double now,
 			      unsigned *secs, double *wait_s)
 {
 	uint64_t a = activity(b);
-	/* a long command is use, not idleness */
-	if (a != l->last || atomic_load(&b->execs_started) != atomic_load(&b->execs_ended)) {
+	/* Idle counts from the first check that sees the mount ready: a slow
+	 * create, or a slow mount after it, must not eat the idle budget (CI:
+	 * idle ended 1.2 s after `mounted` with idle_timeout=4). A long
+	 * command, or a file held open, is use, not idleness. */
+	bool ready = atomic_load(&b->ready);
+	if (!ready || !l->ready_seen || a != l->last ||
+	    atomic_load(&b->execs_started) != atomic_load(&b->execs_ended) ||
+	    atomic_load(&b->files_open) > 0) {
+		l->ready_seen = ready;
 		l->last = a;
 		l->idle_since = now;
 	}

@@ -10,14 +10,17 @@ struct sb_lifetime {
 	unsigned life_s, idle_s; /* 0 = no such limit */
 	double start, idle_since;
 	uint64_t last;           /* the activity count last seen */
+	bool ready_seen;         /* a check saw the mount ready */
 };
 
 void sb_lifetime_start(struct sb_lifetime *l, struct sb_backend *b);
 
 /* At now (call_deadline_now's clock): the limit reached, "sandbox
  * lifetime" or "idle timeout", with its seconds in *secs; else NULL, and
- * *wait_s lowered to when the next one could be (never raised). A file
- * call or a command still running counts as activity. */
+ * *wait_s lowered to when the next one could be (never raised). The
+ * lifetime counts from start; idle time from the first check after the
+ * daemon set b->ready, and again from each check that sees a file call,
+ * a command still running or a file open. */
 const char *sb_lifetime_check(struct sb_lifetime *l, struct sb_backend *b, double now,
 			      unsigned *secs, double *wait_s);
 

@@ -147,6 +147,8 @@ struct sb_backend *sb_backend_create(const struct sb_backend_ops *ops,
 	memset(spec, 0, sizeof(*spec));
 	b->shell_only = shell_only;
 	atomic_init(&b->dead, false);
+	atomic_init(&b->ready, false);
+	atomic_init(&b->files_open, 0);
 	atomic_fetch_add(&b->counters.calls[SB_CALL_CREATE], 1);
 	int rc = ops->create(b, &b->spec);
 	if (rc < 0) {

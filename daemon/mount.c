@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../backends/fault_inject.h"
 #include "../control/client.h"
 #include "../control/frame.h"
 #include "../control/server.h"
@@ -428,6 +429,7 @@ int sbfs_mount_run(struct mount_options *o)
 	b->call_timeout_s = o->call_timeout;
 	b->faults = o->inject_faults; /* the backend object owns it now */
 	o->inject_faults = NULL;
+	fault_after_create(b);
 	int status = 1;
 	char sock[PATH_MAX] = "", log_path[PATH_MAX] = "";
 	struct control_server *ctl = NULL;
@@ -543,6 +545,8 @@ int sbfs_mount_run(struct mount_options *o)
 	sb_crash_report_install();
 	sb_info("sandbox %s (%s%s%s) mounted at %s", b->id, b->ops->name,
 		b->endpoint[0] ? " at " : "", b->endpoint, mountpoint);
+	/* after the line above: idle time never starts before it */
+	atomic_store(&b->ready, true);
 
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(lc, 0);

@@ -137,7 +137,11 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 int fs_open(struct fs *fs, uint64_t ino, struct fs_open *o)
 {
 	int err = fs_check_alive(fs);
-	return err < 0 ? err : open_handle(fs, ino, o, false, 0);
+	if (err == 0)
+		err = open_handle(fs, ino, o, false, 0);
+	if (err == 0)
+		atomic_fetch_add(&fs->b->files_open, 1);
+	return err;
 }
 
 /* Makes the node of a new file; nothing is sent yet: the file reaches the
@@ -191,6 +195,8 @@ int fs_create(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
 	else if (err == 0)
 		err = -ENOENT;
 	table_unlock(fs);
+	if (err == 0)
+		atomic_fetch_add(&fs->b->files_open, 1);
 	return err;
 }
 
@@ -388,6 +394,7 @@ void fs_release(struct fs *fs, uint64_t ino, uint64_t fh)
 {
 	struct node *n;
 	struct file_state *f = fs_handle_file(fs, fh, &n);
+	atomic_fetch_sub(&fs->b->files_open, 1); /* FUSE releases each open once */
 	/* The last close of a file whose upload waited (see upload_handle).
 	 * A failure here has no caller to tell: the file stays pending, shown
 	 * in status and retried at the next sync, sbexec or unmount. */

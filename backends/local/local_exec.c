@@ -63,38 +63,51 @@ static void signal_processes(pid_t group, pid_t session, pid_t skip, int sig)
 	closedir(d);
 }
 
-/* A forwarded signal, as a terminal's Ctrl-C reaches its foreground group:
- * with a terminal, the group it says is in front; else the command's
- * group but nsenter, its leader, which would die of it and end the wait
- * while a trap still runs. */
-static void signal_command(pid_t nsenter, int tty_master, int sig)
+/* The pid of nsenter's one child (it forks into the pid namespace, then
+ * execs setpriv, env, setsid and the command), 0 while there is none. */
+static pid_t command_leader(pid_t nsenter)
 {
-	pid_t front = tty_master >= 0 ? tcgetpgrp(tty_master) : -1;
-	if (front > 0)
-		kill(-front, sig);
-	else
-		signal_processes(nsenter, 0, nsenter, sig);
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)nsenter, (int)nsenter);
+	FILE *f = fopen(path, "re");
+	long child = 0;
+	if (f) {
+		if (fscanf(f, "%ld", &child) != 1)
+			child = 0;
+		fclose(f);
+	}
+	return (pid_t)child;
 }
 
-/* Kills everything the command started: its process group and, with a
- * terminal, the session setsid made it (a session of its own, so that its
- * terminal's foreground group lives in the sandbox's pid namespace). */
-static void kill_command(pid_t nsenter, bool tty)
+/* A forwarded signal, as a terminal's Ctrl-C reaches its foreground
+ * group: with a terminal, the group it says is in front; else the group
+ * setsid gave the command. One kill(2) of the group: the kernel lets no
+ * fork slip past it, where one kill per process found in /proc missed a
+ * sleep the shell forked meanwhile, and the shell waited on it with its
+ * trap pending (CI: "sbexec still running after 1 HUP"). False while the
+ * group does not exist yet (the command is still starting): the caller
+ * holds the signal and tries again. */
+static bool signal_command(pid_t nsenter, int tty_master, int sig)
+{
+	pid_t front = tty_master >= 0 ? tcgetpgrp(tty_master) : -1;
+	if (tty_master >= 0)
+		return front > 0 && kill(-front, sig) == 0;
+	pid_t leader = command_leader(nsenter);
+	return leader > 0 && getpgid(leader) == leader && kill(-leader, sig) == 0;
+}
+
+/* Kills everything the command started: its process group and the
+ * session setsid made it (its own, so that a forwarded signal reaches the
+ * command's group and not nsenter, and a terminal's foreground group
+ * lives in the sandbox's pid namespace). */
+static void kill_command(pid_t nsenter)
 {
 	/* The session's id is the pid of nsenter's one child (setsid does not
 	 * fork: that child leads no group), read before nsenter dies. */
-	long session = 0;
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)nsenter, (int)nsenter);
-	FILE *f = tty ? fopen(path, "re") : NULL;
-	if (f) {
-		if (fscanf(f, "%ld", &session) != 1)
-			session = 0;
-		fclose(f);
-	}
+	pid_t session = command_leader(nsenter);
 	kill(-nsenter, SIGKILL);
 	if (session > 0)
-		signal_processes(0, (pid_t)session, 0, SIGKILL);
+		signal_processes(0, session, 0, SIGKILL);
 }
 
 /* argv for the host-side nsenter; every string outlives the fork. */
@@ -140,11 +153,14 @@ static const char **build_argv(struct sb_backend *b, struct local *l,
 	for (size_t i = 0; req->env && req->env[i]; i++)
 		if (strchr(req->env[i], '='))
 			v[k++] = req->env[i];
-	if (req->tty) {
-		/* The sandbox's own session leader, its terminal controlling */
+	/* A command that may get forwarded signals leads a session and a
+	 * group of its own: a signal goes to that group in one kill; with a
+	 * terminal, it is the sandbox's own session leader, its terminal
+	 * controlling. (Not the file calls' commands: one exec less each.) */
+	if (req->tty || exec_signal_fd(req) >= 0)
 		v[k++] = "/usr/bin/setsid";
+	if (req->tty)
 		v[k++] = "--ctty";
-	}
 	for (size_t i = 0; req->argv[i]; i++)
 		v[k++] = req->argv[i];
 	v[k] = NULL;
@@ -275,7 +291,7 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		shutdown(inp[1], SHUT_RD);
 	struct io *io = calloc(1, sizeof(*io));
 	if (!io) {
-		kill_command(pid, false);
+		kill_command(pid);
 		rc = -ENOMEM;
 		goto reap;
 	}
@@ -294,6 +310,7 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	double deadline = req->timeout_s > 0 ? call_deadline_now() + req->timeout_s : 0;
 	bool exited = false, kill_it = false;
 	const int sig_fd = exec_signal_fd(req);
+	int held_sig = 0; /* forwarded before the command's group existed */
 	while (!exited || io->out >= 0 || io->err >= 0) {
 		struct pollfd p[9];
 		int np = 0;
@@ -321,6 +338,8 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		}
 		if (!exited && child_fd < 0 && (wait_ms < 0 || wait_ms > 50))
 			wait_ms = 50; /* no pidfd: poll for the exit */
+		if (held_sig && !exited && (wait_ms < 0 || wait_ms > 10))
+			wait_ms = 10; /* until the command's group exists */
 		int n = poll(p, (nfds_t)np, wait_ms);
 		if (n < 0 && errno != EINTR) {
 			rc = -errno;
@@ -344,8 +363,11 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		if (i_sig >= 0 && p[i_sig].revents) {
 			int sig = exec_forwarded_signal(sig_fd);
 			if (sig)
-				signal_command(pid, io->tty ? io->out : -1, sig);
+				held_sig = sig;
 		}
+		if (held_sig && !exited &&
+		    signal_command(pid, io->tty ? io->out : -1, held_sig))
+			held_sig = 0;
 		if (p[i_box].revents) {
 			res->sandbox_terminated = true;
 			rc = sb_backend_fail(b, "sandbox (bwrap pid %d) exited or was killed",
@@ -378,7 +400,7 @@ int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 		}
 	}
 	if (kill_it)
-		kill_command(pid, io->tty);
+		kill_command(pid);
 	close_fd(&io->out);
 	close_fd(&io->err);
 	close_fd(&io->in);

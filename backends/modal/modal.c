@@ -833,10 +833,10 @@ const struct sb_backend_ops sb_modal_ops = {
 	.option_keys = modal_option_keys,
 	.create = modal_create,
 	.exec = modal_exec,
-	/* Off: forwarding by a second exec (modal_exec.c keeps the code) lost
-	 * the command's end about once in six under load against the fake;
-	 * until that is understood, Ctrl-C kills the command here. */
-	.exec_signals = false,
+	/* by a second exec that finds the command by its marker
+	 * (exec_marker.c: held until the command exists, and what it forks
+	 * meanwhile signalled too) */
+	.exec_signals = true,
 	.exec_tty = true,     /* Modal's pty; its size is set once, at the start */
 	.destroy = modal_destroy,
 	.release = modal_release,

@@ -92,23 +92,32 @@ static const char killer[] =
  * command's process group but timeout itself (which would forward it and
  * then start its kill-after), as a terminal's Ctrl-C reaches its
  * foreground group; the command alone where it has no group of its own
- * (busybox timeout execs it). */
+ * (busybox timeout execs it). Held until the command has started: its
+ * pid file (10 s at most), then a process in its group (3 s at most:
+ * busybox's timeout makes none). Then two more passes signal what was
+ * forked meanwhile (one kill per process is not a group's one kill: see
+ * exec_marker.c). */
 static const char signaller[] =
 	"f=$1 s=$2; i=0\n"
-	"while [ ! -s \"$f\" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done\n"
+	"while [ ! -s \"$f\" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\n"
 	"p=$(cat \"$f\" 2>/dev/null) || exit 0\n"
 	"[ -n \"$p\" ] || exit 0\n"
-	"n=0\n"
-	"for st in /proc/[0-9]*/stat; do\n"
-	"  read -r l <\"$st\" 2>/dev/null || continue\n"
-	"  q=${st#/proc/}; q=${q%/stat}\n"
-	"  [ \"$q\" = \"$p\" ] && continue\n"
-	"  l=${l##*) }\n"
-	"  set -- $l\n"
-	"  [ \"$3\" = \"$p\" ] || continue\n"
-	"  kill -s \"$s\" \"$q\" 2>/dev/null && n=$((n+1))\n"
+	"found= quiet=0 i=0\n"
+	"while [ $i -lt 30 ] && [ $quiet -lt 2 ]; do i=$((i+1)) new=0\n"
+	"  for st in /proc/[0-9]*/stat; do\n"
+	"    read -r l <\"$st\" 2>/dev/null || continue\n"
+	"    q=${st#/proc/}; q=${q%/stat}\n"
+	"    [ \"$q\" = \"$p\" ] && continue\n"
+	"    case \" $found \" in *\" $q \"*) continue ;; esac\n"
+	"    l=${l##*) }\n"
+	"    set -- $l\n"
+	"    [ \"$3\" = \"$p\" ] || continue\n"
+	"    kill -s \"$s\" \"$q\" 2>/dev/null; found=\"$found $q\" new=1\n"
+	"  done\n"
+	"  [ -n \"$found\" ] && [ $new = 0 ] && quiet=$((quiet+1))\n"
+	"  [ $quiet -lt 2 ] && { kill -0 \"$p\" 2>/dev/null || break; sleep 0.1; }\n"
 	"done\n"
-	"[ $n -gt 0 ] || kill -s \"$s\" \"$p\" 2>/dev/null\n"
+	"[ -n \"$found\" ] || kill -s \"$s\" \"$p\" 2>/dev/null\n"
 	"exit 0\n";
 
 static void new_nonce(char out[SBX_NONCE_LEN + 1])

@@ -89,9 +89,6 @@ modal_sandbox_gone() {
 modal_sandbox_cleanup() {
 	[[ -n $1 ]] && "$MODAL_CTL" terminate "$1" >/dev/null 2>&1 || true
 }
-# Forwarded signals are off on modal (backends/modal/modal.c says why):
-# the first one kills the command.
-backend_exec_signals() { return 1; }
 # sbexec -t runs on Modal's own pty (TaskExecStart pty_info).
 backend_exec_tty() { return 0; }
 # Modal has no call that resizes a running command's terminal: it keeps the

@@ -284,7 +284,23 @@ calls() {
 
 # ------------------------------------------------------------ setup/teardown
 
+# test_time_mark start|end: one line in $SBFS_TEST_TIMES_FILE (tests/run's),
+# written as the test goes: bats shows a file's results only once the file
+# ends, so an entry stopped by its cap still knows what its tests took and
+# which were running (a start with no end).
+test_time_mark() {
+	[[ -n ${SBFS_TEST_TIMES_FILE:-} ]] || return 0
+	local now=${EPOCHREALTIME/[.,]/} id=${BATS_TEST_FILENAME##*/}:${BATS_TEST_NUMBER:-0}
+	if [[ $1 == start ]]; then
+		SBFS_TEST_T0=$now
+		printf 'start\t%s\t%s\t%s\n' "$id" "$((now / 1000))" "$BATS_TEST_DESCRIPTION" >>"$SBFS_TEST_TIMES_FILE"
+	elif [[ -n ${SBFS_TEST_T0:-} ]]; then
+		printf 'end\t%s\t%s\t%s\n' "$id" "$(((now - SBFS_TEST_T0) / 1000))" "$BATS_TEST_DESCRIPTION" >>"$SBFS_TEST_TIMES_FILE"
+	fi
+}
+
 sbfs_setup() {
+	test_time_mark start
 	[[ -x $SBFS_BUILD/daemon/sbfs ]] || fail "no sbfs binary at $SBFS_BUILD/daemon/sbfs (build first, or set SBFS_BUILD_DIR)" || return 1
 	[[ -x $SBFS_BUILD/shim/sbexec ]] || fail "no sbexec binary at $SBFS_BUILD/shim/sbexec" || return 1
 	local base=${SBFS_TEST_TMPDIR:-${BATS_TMPDIR:-/tmp}}
@@ -605,6 +621,14 @@ _teardown_mount() {
 # sbfs_teardown: unmount everything this test mounted (newest first).
 # Prints the daemon logs when the test failed. Fails if force was needed.
 sbfs_teardown() {
+	local rc=0
+	sbfs_unmount_all || rc=$?
+	test_time_mark end
+	return $rc
+}
+
+# sbfs_unmount_all: sbfs_teardown's work (its status is teardown's).
+sbfs_unmount_all() {
 	cd / || true
 	caches_steady_end
 	[[ -n ${T:-} && -d $T/.mounts ]] || return 0

@@ -659,6 +659,27 @@ sandbox_dead() { [[ $(status_json | jq -r .state) == dead ]]; }
 	unmount_sbfs
 }
 
+# log_ms FILE PATTERN: the time, in ms since the epoch, of FILE's first
+# line matching PATTERN (a log line starts with its UTC time).
+log_ms() {
+	local line
+	line=$(grep -m1 -- "$2" "$1") || return 1
+	echo $(($(date -d "${line%% *}" +%s%N) / 1000000))
+}
+
+# A create slower than the idle timeout (CI on docker: idle ended 1.2 s
+# after `mounted`): idle time counts from the mount being ready.
+@test "idle_timeout=3 after a create held 5 s: the mount is idle 3 s after mounted before it ends" {
+	require_backend docker docker-podman sbx
+	mount_sbfs -o idle_timeout=3,inject_faults=late5000:create:1
+	poll 60 sandbox_dead || fail "still running 60 s after a 3 s idle timeout: $(status_json)"
+	local log=$T/mnt.log mounted ended
+	mounted=$(log_ms "$log" ") mounted at ") || fail "no 'mounted' in the log: $(cat "$log")"
+	ended=$(log_ms "$log" "idle timeout (3 s) ended") || fail "no idle timeout logged after mounted (it ended before?): $(status_json) $(cat "$log")"
+	((ended - mounted >= 3000)) || fail "idle ended $((ended - mounted)) ms after mounted: $(cat "$log")"
+	unmount_sbfs
+}
+
 @test "-o keep prints the sandbox id and keeps it; attach=ID mounts it again" {
 	mount_sbfs -o keep
 	id=$SBFS_SANDBOX

@@ -441,6 +441,38 @@ sbexec_signalled() {
 	assert_eq "$output" still-fine
 }
 
+faults_injected() { json_int "$(status_json)" faults_injected; }
+
+# The backend starts the command 4 s late (inject_faults=slow): the HUP
+# reaches the daemon before the command exists. It is held until the
+# command's group is there, then delivered (its trap may not be set yet:
+# then it dies of it, 129), never dropped (CI, local: "sbexec still
+# running after 1 HUP"; a kill-only backend kills it: 129 too).
+@test "a signal sent before the remote command exists is held and delivered, not lost" {
+	unmount_sbfs
+	mount_sbfs -o inject_faults=slow4000:exec:every1
+	cd "$MNT"
+	local before pid nap=59.${RANDOM}3
+	before=$(faults_injected)
+	sbexec sh -c 'trap "echo trapped-HUP; exit 7" HUP; while :; do sleep "$1"; done' \
+		sh "$nap" >"$T/early.out" 2>&1 &
+	pid=$!
+	poll 30 eval '(($(faults_injected) > before))' || {
+		kill -KILL "$pid"
+		fail "the command's start was never held: $(status_json)"
+	}
+	kill -HUP "$pid"
+	poll 40 not_pid_alive "$pid" || {
+		kill -KILL "$pid"
+		fail "sbexec still running 40 s after an early HUP: $(cat "$T/early.out")"
+	}
+	status=0
+	wait "$pid" || status=$?
+	[[ $status == 7 || $status == 129 ]] || fail "status $status: $(cat "$T/early.out")"
+	poll 10 bash -c '! pgrep -f "sleep ${1/./[.]}" >/dev/null' sh "$nap" ||
+		fail "remote command still running after the early HUP"
+}
+
 @test "a second Ctrl-C kills a command that ignores the first, exit 130" {
 	cd "$MNT"
 	sbexec_signalled INT "trap '' INT; touch /workspace/started; exec sleep \"\$1\"" 2

@@ -14,10 +14,10 @@ static bool parses(const char *spec)
 
 /* The actions of the first n attempts of kind, as a string of letters:
  * '.' none, 't' transient, 'e' error, 'T' terminal, 's' stall, 'k' kill,
- * 'l' late, 'd' die. */
+ * 'l' late, 'd' die, 'w' slow. */
 static void run(enum sb_call kind, int n, char *out)
 {
-	static const char letters[] = ".teTskld";
+	static const char letters[] = ".teTskldw";
 	for (int i = 0; i < n; i++)
 		out[i] = letters[fault_plan_next(&plan, kind)];
 	out[n] = '\0';
@@ -57,6 +57,22 @@ static void test_nth_and_every(void)
 	CHECK(parses("late:list:every1"));
 	run(SB_CALL_LIST, 3, got);
 	CHECK(!strcmp(got, "lll"));
+
+	/* lateMS: its own hold; a slow create is late on create */
+	unsigned hold = 0;
+	CHECK(parses("late6000:create:1+late:stat:1"));
+	CHECK_INT(fault_plan_next_held(&plan, SB_CALL_CREATE, &hold), FAULT_LATE);
+	CHECK_INT(hold, 6000);
+	CHECK_INT(fault_plan_next_held(&plan, SB_CALL_CREATE, &hold), FAULT_NONE);
+	CHECK_INT(hold, 0);
+	CHECK_INT(fault_plan_next_held(&plan, SB_CALL_STAT, &hold), FAULT_LATE);
+	CHECK_INT(hold, FAULT_LATE_MS);
+
+	CHECK(parses("slow5000:exec:2+slow:stat:1"));
+	run(SB_CALL_EXEC, 3, got);
+	CHECK(!strcmp(got, ".w."));
+	CHECK_INT(fault_plan_next_held(&plan, SB_CALL_STAT, &hold), FAULT_SLOW);
+	CHECK_INT(hold, FAULT_LATE_MS);
 }
 
 static void test_probability_is_seeded(void)
@@ -85,6 +101,8 @@ static void test_rejects(void)
 		"", "transient", "transient:write", "transient:write:",
 		"transient:write:0", "transient:write:x", "explode:write:1",
 		"transient:create:1", "transient:destroy:1", "transient:wrte:1",
+		"stall:create:1", "late:destroy:1", "late0:stat:1", "latex:stat:1",
+		"late600001:create:1", "slow:create:1", "slowx:exec:1",
 		"transient:write:every", "transient:write:every0",
 		"transient:write:p0", "transient:write:p1.5", "transient:write:pabc",
 		"transient:write:1+", "+transient:write:1", "seed:x", "seed:5",
