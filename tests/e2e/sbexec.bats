@@ -360,6 +360,36 @@ PY
 	assert_eq "$output" --
 }
 
+@test "a long command line: 10,000 arguments arrive, as they would locally" {
+	cd "$MNT"
+	run sbexec sh -c 'echo $#' x $(seq 10000)
+	assert_status 0
+	assert_eq "$output" 10000
+}
+
+# sbexec's own execve takes what a raised stack limit allows (ARG_MAX is a
+# quarter of it), so a command line past the sandbox's 2 MiB can be asked.
+with_big_stack() {
+	ulimit -s 65536
+	"$@"
+}
+
+@test "a command line past what the sandbox can pass: one line naming the limit, 125, nothing run" {
+	cd "$MNT"
+	local chunk args=()
+	chunk=$(head -c 10240 /dev/zero | tr '\0' a)
+	for _ in $(seq 300); do args+=("$chunk"); done
+	run with_big_stack sbexec sh -c 'touch ran' x "${args[@]}"
+	assert_status 125
+	assert_eq "${#lines[@]}" 1 "one line: $output"
+	assert_output_has "argument list too long"
+	assert_output_has "sandbox can pass"
+	[[ $output != *"Broken pipe"* ]] || fail "the client reported its broken pipe: $output"
+	[[ ! -e ran ]] || fail "the command ran"
+	run sbexec true
+	assert_status 0
+}
+
 @test "a command that does not exist: exit 127 and says so" {
 	cd "$MNT"
 	run -127 sbexec no-such-command-sbfs
