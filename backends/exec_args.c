@@ -17,7 +17,9 @@
 #define SB_EXEC_ARG_MAX ((size_t)2 << 20)
 /* The backend's own argv and variables around the command: local's
  * nsenter/setpriv/env prefix and default PATH and HOME (about 400 bytes),
- * the exec marker's variable, a decoder script for non-UTF-8 argv. */
+ * the exec marker's variable, a decoder script for non-UTF-8 argv, the
+ * image's environment: 16 KiB, or a sixteenth of a smaller limit (Modal's
+ * counts the arguments alone). */
 #define SB_EXEC_ARG_HEADROOM ((size_t)16 << 10)
 
 static size_t arg_max(const struct sb_backend *b)
@@ -38,10 +40,10 @@ size_t sb_exec_arg_cost(const struct sb_backend *b, size_t len)
 
 size_t sb_exec_arg_room(const struct sb_backend *b)
 {
-	size_t used = SB_EXEC_ARG_HEADROOM;
+	size_t max = arg_max(b);
+	size_t used = max / 16 < SB_EXEC_ARG_HEADROOM ? max / 16 : SB_EXEC_ARG_HEADROOM;
 	for (size_t i = 0; b->spec.env && b->spec.env[i]; i++)
 		used += sb_exec_arg_cost(b, strlen(b->spec.env[i]));
-	size_t max = arg_max(b);
 	return max > used ? max - used : 0;
 }
 

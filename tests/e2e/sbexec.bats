@@ -390,6 +390,25 @@ with_big_stack() {
 	assert_status 0
 }
 
+@test "a command line just inside what the sandbox can pass runs whole" {
+	cd "$MNT"
+	local chunk args=() room n
+	chunk=$(head -c 10240 /dev/zero | tr '\0' a)
+	for _ in $(seq 300); do args+=("$chunk"); done
+	run with_big_stack sbexec true "${args[@]}"
+	room=$(sed -n 's/.*take more than the \([0-9]*\) bytes.*/\1/p' <<<"$output")
+	[[ -n $room ]] || fail "no limit in the refusal: $output"
+	# 1,000-byte arguments, 1 KiB short of the room however the backend
+	# counts them (with or without a pointer each)
+	chunk=${chunk:0:1000}
+	n=$(((room - 1024) / 1009))
+	args=()
+	for ((i = 0; i < n; i++)); do args+=("$chunk"); done
+	run with_big_stack sbexec sh -c 'echo $#' x "${args[@]}"
+	assert_status 0
+	assert_eq "$output" "$n"
+}
+
 @test "a command that does not exist: exit 127 and says so" {
 	cd "$MNT"
 	run -127 sbexec no-such-command-sbfs
