@@ -182,6 +182,14 @@ struct sb_backend_ops {
 	bool exec_signals;
 	/* exec gives the command a terminal when req->tty asks (sbexec -t) */
 	bool exec_tty;
+	/* The most argv and env one exec passes to the sandbox, in bytes as
+	 * exec_arg_text_only says; 0: SB_EXEC_ARG_MAX (exec_args.c). */
+	size_t exec_arg_max;
+	/* The limit counts each string and its NUL only (a vendor API's own
+	 * check); otherwise a pointer per string too, as execve(2) does. */
+	bool exec_arg_text_only;
+	/* What the limit is, for the refusal: "ARG_MAX" if NULL. */
+	const char *exec_arg_max_what;
 	/* Idempotent: destroying a sandbox that is already gone is success.
 	 * Called only when spec.keep is clear: for an attached sandbox, that
 	 * is `sbfs destroy` asking for exactly this.
@@ -427,6 +435,14 @@ uint64_t sb_exec_quiet_mark(struct sb_backend *b);
 
 int sb_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	    struct sb_exec_result *res);
+
+/* exec_args.c: what a command's argv and env may take in an exec. The
+ * room left for them (the backend's limit less the spec's environment and
+ * what the backend itself adds), what one string of len bytes costs of
+ * it, and a one-line refusal for a command that does not fit. */
+size_t sb_exec_arg_room(const struct sb_backend *b);
+size_t sb_exec_arg_cost(const struct sb_backend *b, size_t len);
+void sb_exec_arg_refusal(const struct sb_backend *b, char *msg, size_t msglen);
 /* Reads at most len bytes at off of a regular file, in the guest, into
  * buf; *got is what was read (short only at end of file). Non-regular
  * files are refused with -EINVAL and never opened. */

@@ -96,14 +96,20 @@ static void request_free(struct request *rq)
 	free(rq->workdir);
 }
 
-static int push(char ***v, size_t *n, char *s)
+/* Doubles as it grows: a long command line is tens of thousands of
+ * frames. */
+static int push(char ***v, size_t *n, size_t *cap, char *s)
 {
-	char **nv = realloc(*v, (*n + 2) * sizeof **v);
-	if (!nv)
-		return -ENOMEM;
-	nv[(*n)++] = s;
-	nv[*n] = NULL;
-	*v = nv;
+	if (*n + 2 > *cap) {
+		size_t want = *cap ? *cap * 2 : 16;
+		char **nv = realloc(*v, want * sizeof **v);
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = want;
+	}
+	(*v)[(*n)++] = s;
+	(*v)[*n] = NULL;
 	return 0;
 }
 
@@ -148,14 +154,21 @@ static int parse_header(struct request *rq, const struct frame *f, char *msg,
 }
 
 /* Takes ownership of f->data on success. */
-static int add_arg_frame(struct request *rq, struct frame *f, char *msg,
-			 size_t msglen)
+static int add_arg_frame(struct request *rq, const struct sb_backend *b,
+			 struct frame *f, char *msg, size_t msglen)
 {
 	rq->bytes += f->len + 1;
 	if (rq->bytes > MAX_REQUEST_BYTES) {
 		snprintf(msg, msglen, "the command line and environment are larger than %u bytes",
 			 MAX_REQUEST_BYTES);
 		return -1;
+	}
+	if (f->type == FRAME_ARG || f->type == FRAME_ENV) {
+		rq->arg_bytes += sb_exec_arg_cost(b, f->len);
+		if (rq->arg_bytes > sb_exec_arg_room(b)) {
+			sb_exec_arg_refusal(b, msg, msglen);
+			return -1;
+		}
 	}
 	/* Frames carry raw bytes; an embedded NUL would silently truncate. */
 	if (f->len && memchr(f->data, '\0', f->len)) {
@@ -171,22 +184,14 @@ static int add_arg_frame(struct request *rq, struct frame *f, char *msg,
 	int rc = 0;
 	switch (f->type) {
 	case FRAME_ARG:
-		if (rq->argc >= MAX_ARGS) {
-			snprintf(msg, msglen, "more than %d arguments", MAX_ARGS);
-			rc = -1;
-		} else {
-			rc = push(&rq->argv, &rq->argc, s);
-		}
+		rc = push(&rq->argv, &rq->argc, &rq->arg_cap, s);
 		break;
 	case FRAME_ENV:
-		if (rq->envc >= MAX_ENV) {
-			snprintf(msg, msglen, "more than %d environment variables", MAX_ENV);
-			rc = -1;
-		} else if (!strchr(s, '=') || s[0] == '=') {
+		if (!strchr(s, '=') || s[0] == '=') {
 			snprintf(msg, msglen, "environment entries must look like K=V");
 			rc = -1;
 		} else {
-			rc = push(&rq->env, &rq->envc, s);
+			rc = push(&rq->env, &rq->envc, &rq->env_cap, s);
 		}
 		break;
 	case FRAME_CWD:
@@ -253,7 +258,7 @@ static int read_request(struct conn *c, struct request *rq, char *msg,
 			frame_free(&f);
 			return 0;
 		}
-		rc = add_arg_frame(rq, &f, msg, msglen);
+		rc = add_arg_frame(rq, c->s->b, &f, msg, msglen);
 		frame_free(&f);
 		if (rc < 0)
 			return -1;

@@ -10,10 +10,10 @@
 #include "server.h"
 
 /* A hostile or buggy client must not make the daemon hold unbounded
- * argument data. */
-#define MAX_ARGS 4096
-#define MAX_ENV 4096
-#define MAX_REQUEST_BYTES (1u << 20)
+ * request data: more than any execve can have given sbexec (the kernel
+ * passes at most 6 MiB of strings, fs/exec.c). What a command's argv and
+ * env may take is the backend's own limit (sb_exec_arg_room), lower. */
+#define MAX_REQUEST_BYTES (8u << 20)
 /* Seconds a client may take to send its whole request (up to G). */
 #define REQUEST_TIMEOUT_S 30
 
@@ -69,6 +69,9 @@ struct request {
 	char *cwd;     /* C: mount-relative; NULL = root */
 	char *workdir; /* W */
 	size_t bytes;
+	size_t arg_bytes; /* argv and env as the backend counts them */
+	size_t arg_cap;   /* the slots argv and env each have room for */
+	size_t env_cap;
 };
 
 void control_reply_error(struct conn *c, char frame_type, const char *msg);

@@ -1,6 +1,7 @@
 /* The lifecycle of one mount: backend → create → mount → serve → unmount →
  * flush → destroy. A failure at any step undoes the steps before it. */
 #include "mount.h"
+#include "sandbox_claim.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -285,7 +286,16 @@ static void watch_changed(void *arg, const char *relpath, const struct stat *st)
 static void watch_lost(void *arg, const char *why)
 {
 	(void)why; /* the backend logs it */
-	fs_watch_lost(arg);
+	struct fs *fs = arg;
+	fs_watch_lost(fs);
+	/* A watcher ends with its sandbox: one question tells whether the
+	 * sandbox is still there, so that a mount whose sandbox was destroyed
+	 * says so (status, the next call) rather than "running". */
+	struct stat st;
+	int r = sb_stat(fs->b, fs->workdir, &st, NULL);
+	if (r < 0 && !sb_backend_is_dead(fs->b))
+		sb_info("after the watch ended, the sandbox's workdir %s: %s", fs->workdir,
+			strerror(-r));
 }
 
 static void hook_status(void *arg, json_t *obj)
@@ -417,13 +427,31 @@ int sbfs_mount_run(struct mount_options *o)
 	 * exit: the local backend ties the sandbox's life to this thread. */
 	char name[SB_NAME_MAX];
 	snprintf(name, sizeof name, "%s", o->spec.name);
+	/* An attached sandbox is claimed before anything touches it: one
+	 * already mounted is refused, and left as it is. */
+	int claim = -1;
+	if (o->spec.attach_id) {
+		claim = sandbox_claim(o->backend->name, o->spec.attach_id, mountpoint,
+				      err, sizeof err);
+		if (claim == -2) {
+			sb_err("%s", err);
+			report_ready(1, NULL, NULL);
+			return 1;
+		}
+	}
 	struct sb_backend *b = sb_backend_create(o->backend, &o->spec, o->shell_ops,
 						 err, sizeof err);
 	if (!b) {
 		sb_err("%s", err);
+		sandbox_claim_drop(claim, o->backend->name, o->spec.attach_id);
 		report_ready(1, NULL, NULL);
 		return 1;
 	}
+	char claimed_id[sizeof b->id];
+	snprintf(claimed_id, sizeof claimed_id, "%s",
+		 o->spec.attach_id ? o->spec.attach_id : b->id);
+	if (!o->spec.attach_id)
+		claim = sandbox_claim(o->backend->name, b->id, mountpoint, err, sizeof err);
 
 	b->inject_latency_ms = o->inject_latency_ms;
 	b->call_timeout_s = o->call_timeout;
@@ -605,6 +633,9 @@ out:
 		destroyed = true;
 		sb_info("sandbox %s destroyed", id);
 	}
+	/* Free for the next attach= once the sandbox is kept or gone, before
+	 * `sbfs umount` hears that the unmount ended. */
+	sandbox_claim_drop(claim, o->backend->name, claimed_id);
 	/* A clean unmount leaves nothing behind: the socket went with the
 	 * control server, and there is no log file but one given with -o
 	 * log=, which is the user's. */

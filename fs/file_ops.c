@@ -181,7 +181,7 @@ int fs_create(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
 {
 	int err = fs_check_alive(fs);
 	if (err == 0)
-		err = fs_check_name(name);
+		err = fs_check_new_name(fs, parent, name);
 	if (err < 0)
 		return err;
 	uint64_t ino = create_node(fs, parent, name, mode, o->flags, &err);

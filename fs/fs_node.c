@@ -211,7 +211,20 @@ char *fs_child_path_of(struct fs *fs, uint64_t parent, const char *name,
 	char *dir = fs_path_of(fs, parent, err);
 	char *p = dir ? join_guest_path(dir, name, err) : NULL;
 	free(dir);
+	if (p && strlen(p) >= PATH_MAX_BYTES) {
+		free(p);
+		*err = -ENAMETOOLONG;
+		return NULL;
+	}
 	return p;
+}
+
+int fs_check_new_name(struct fs *fs, uint64_t parent, const char *name)
+{
+	int err;
+	char *p = fs_child_path_of(fs, parent, name, &err);
+	free(p);
+	return p ? 0 : err;
 }
 
 /* Takes a reference to n's spool for an operation that needs it without

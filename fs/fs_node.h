@@ -14,12 +14,20 @@ void fs_notify_entry(struct fs *fs, uint64_t parent, const char *name,
 		     bool is_dir);
 
 #define NAME_MAX_BYTES 255
+/* The sandbox's PATH_MAX, its NUL included: a longer guest path is
+ * refused by every call that takes it there (path_resolution(7)). */
+#define PATH_MAX_BYTES 4096
 
 /* -EIO when the sandbox is gone: every operation but the root's getattr
  * and those that only release something fails at once. */
 int fs_check_alive(const struct fs *fs);
 /* 0, or why a name can never be a file's (-EINVAL, -ENAMETOOLONG). */
 int fs_check_name(const char *name);
+/* 0, or why name cannot be made in directory parent: fs_check_name's
+ * reasons, or -ENAMETOOLONG when its guest path (the workdir in front)
+ * would not fit the sandbox's PATH_MAX. Known before anything is asked or
+ * queued, so write-back never accepts a name the sandbox must refuse. */
+int fs_check_new_name(struct fs *fs, uint64_t parent, const char *name);
 /* The entry for n as the kernel is to cache it. Table lock held. */
 void fs_fill_entry(const struct fs *fs, const struct node *n,
 		   struct fs_entry *e);

@@ -437,7 +437,7 @@ int fs_rename(struct fs *fs, uint64_t parent, const char *name,
 	if (err == 0 && (flags & ~RENAME_NOREPLACE))
 		err = -EINVAL;
 	if (err == 0)
-		err = fs_check_name(newname);
+		err = fs_check_new_name(fs, newparent, newname);
 	if (err == 0)
 		err = link_pending_settle(fs, parent, name);
 	if (err == 0)

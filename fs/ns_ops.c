@@ -497,7 +497,7 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 {
 	int err = fs_check_alive(fs);
 	if (err == 0)
-		err = fs_check_name(newname);
+		err = fs_check_new_name(fs, newparent, newname);
 	if (err < 0)
 		return err;
 	int deferred = link_pending_defer(fs, ino, newparent, newname, e);

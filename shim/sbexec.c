@@ -272,6 +272,24 @@ static int relay(void)
 	}
 }
 
+/* The daemon refuses a request as soon as it sees it cannot run (a
+ * command line past the sandbox's limit) and closes; what is still being
+ * sent then fails with EPIPE. Its reason was sent first and is still
+ * queued on the socket: that, not the broken pipe, is what went wrong. */
+static _Noreturn void die_with_refusal(int send_rc)
+{
+	struct frame f;
+	if ((send_rc == -EPIPE || send_rc == -ECONNRESET) && frame_read(sock, &f) == 1 &&
+	    f.type == FRAME_JSON) {
+		json_error_t jerr;
+		json_t *j = json_loadb(f.data ? f.data : "", f.len, 0, &jerr);
+		const char *e = json_string_value(json_object_get(j, "error"));
+		if (e)
+			die("%s", e);
+	}
+	die("could not send the command to the sbfs daemon: %s", strerror(-send_rc));
+}
+
 static void send_request(double timeout, bool tty, char **argv,
 			 char **env, size_t envc, const char *rel,
 			 const char *workdir)
@@ -298,7 +316,7 @@ static void send_request(double timeout, bool tty, char **argv,
 	if (rc == -EMSGSIZE)
 		die("an argument or variable is larger than %u bytes", FRAME_MAX_PAYLOAD);
 	if (rc < 0)
-		die("could not send the command to the sbfs daemon: %s", strerror(-rc));
+		die_with_refusal(rc);
 }
 
 int main(int argc, char **argv)

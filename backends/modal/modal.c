@@ -838,6 +838,12 @@ const struct sb_backend_ops sb_modal_ops = {
 	 * meanwhile signalled too) */
 	.exec_signals = true,
 	.exec_tty = true,     /* Modal's pty; its size is set once, at the start */
+	/* Modal's SDKs refuse an exec whose arguments pass 64 KiB of text
+	 * (modal-client, modal/sandbox.py: ARG_MAX_BYTES = 2**16; gVisor's
+	 * runsc takes about twice that) */
+	.exec_arg_max = (size_t)64 << 10,
+	.exec_arg_text_only = true,
+	.exec_arg_max_what = "Modal's exec limit",
 	.destroy = modal_destroy,
 	.release = modal_release,
 	.write_file = modal_write_file,

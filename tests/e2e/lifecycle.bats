@@ -703,6 +703,60 @@ log_ms() {
 	assert_eq "$got_sb" kept-data "file in the re-attached sandbox"
 }
 
+@test "a sandbox destroyed under its mount: sbfs status says so (where watched, with no call to the mount), and calls fail saying why" {
+	mount_sbfs
+	echo x >"$MNT/f"
+	sbfs sync "$MNT"
+	has_sandbox_procs
+	kill_sandbox
+	# unwatched (sbx), nothing tells the mount until it asks the sandbox
+	backend_watches_changes || ls "$MNT/new-dir" >/dev/null 2>&1 || true
+	poll 30 sandbox_dead || fail "sbfs status still says $(status_json | jq -r .state) 30 s after the sandbox was destroyed"
+	[ -n "$(status_json | jq -r '.reason // empty')" ] || fail "status gives no reason: $(status_json)"
+	run timeout 30 sbexec -m "$MNT" true
+	assert_status 125
+	assert_eq "$(wc -l <<<"$output")" 1 "one line: $output"
+	run cat "$MNT/f"
+	assert_output_has "Input/output error"
+	unmount_sbfs
+}
+
+@test "attach= of a sandbox another mount has is refused in one line naming that mount; once its daemon died it attaches" {
+	mount_sbfs -o keep
+	local id=$SBFS_SANDBOX first=$MNT pid=$SBFS_PID rc=0 out
+	[ -n "$id" ] || fail "no sandbox id in status"
+	echo acknowledged >"$first/f"
+	sbfs sync "$first"
+	mkdir -p "$T/second"
+	out=$(timeout 60 sbfs -o "$(sbfs_opts second "attach=$id")" "$T/second" 2>&1) || rc=$?
+	if ((rc == 0)); then
+		fusermount_u "$T/second" || true
+		destroy_kept "$id"
+		fail "a second mount of sandbox $id was accepted"
+	fi
+	assert_eq "$rc" 1 "exit status of the second mount ($out)"
+	assert_eq "$(wc -l <<<"$out")" 1 "one line: $out"
+	[[ $out == *"sandbox $id is already mounted at $first "* ]] || fail "the refusal does not name the first mount: $out"
+	not_mounted "$T/second"
+	# the first mount and its sandbox go on as before
+	assert_eq "$(cat "$first/f")" acknowledged "the first mount's file"
+	assert_eq "$(sb cat "$WS/f")" acknowledged "the file in the sandbox"
+	assert_eq "$(status_json | jq -r .state)" running "the first mount's state"
+	# a daemon that died holds nothing: its claim goes with it
+	kill -KILL "$pid"
+	poll 10 not_pid_alive "$pid"
+	fusermount3 -u -z "$first" 2>/dev/null || umount -l "$first"
+	rc=0
+	mount_sbfs -n third -o "attach=$id" || rc=$?
+	if ((rc == 0)); then
+		out=$(cat "$MNT/f" 2>&1) || true
+		unmount_sbfs || true
+	fi
+	destroy_kept "$id"
+	assert_eq "$rc" 0 "attach=$id after the first daemon died"
+	assert_eq "$out" acknowledged "the file on the third mount"
+}
+
 @test "sbfs sweep never removes a sandbox kept with -o keep, also after an attach= round trip" {
 	mount_sbfs -o keep
 	local id=$SBFS_SANDBOX

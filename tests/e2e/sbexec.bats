@@ -360,6 +360,55 @@ PY
 	assert_eq "$output" --
 }
 
+@test "a long command line: 10,000 arguments arrive, as they would locally" {
+	cd "$MNT"
+	run sbexec sh -c 'echo $#' x $(seq 10000)
+	assert_status 0
+	assert_eq "$output" 10000
+}
+
+# sbexec's own execve takes what a raised stack limit allows (ARG_MAX is a
+# quarter of it), so a command line past the sandbox's 2 MiB can be asked.
+with_big_stack() {
+	ulimit -s 65536
+	"$@"
+}
+
+@test "a command line past what the sandbox can pass: one line naming the limit, 125, nothing run" {
+	cd "$MNT"
+	local chunk args=()
+	chunk=$(head -c 10240 /dev/zero | tr '\0' a)
+	for _ in $(seq 300); do args+=("$chunk"); done
+	run with_big_stack sbexec sh -c 'touch ran' x "${args[@]}"
+	assert_status 125
+	assert_eq "${#lines[@]}" 1 "one line: $output"
+	assert_output_has "argument list too long"
+	assert_output_has "sandbox can pass"
+	[[ $output != *"Broken pipe"* ]] || fail "the client reported its broken pipe: $output"
+	[[ ! -e ran ]] || fail "the command ran"
+	run sbexec true
+	assert_status 0
+}
+
+@test "a command line just inside what the sandbox can pass runs whole" {
+	cd "$MNT"
+	local chunk args=() room n
+	chunk=$(head -c 10240 /dev/zero | tr '\0' a)
+	for _ in $(seq 300); do args+=("$chunk"); done
+	run with_big_stack sbexec true "${args[@]}"
+	room=$(sed -n 's/.*take more than the \([0-9]*\) bytes.*/\1/p' <<<"$output")
+	[[ -n $room ]] || fail "no limit in the refusal: $output"
+	# 1,000-byte arguments, 1 KiB short of the room however the backend
+	# counts them (with or without a pointer each)
+	chunk=${chunk:0:1000}
+	n=$(((room - 1024) / 1009))
+	args=()
+	for ((i = 0; i < n; i++)); do args+=("$chunk"); done
+	run with_big_stack sbexec sh -c 'echo $#' x "${args[@]}"
+	assert_status 0
+	assert_eq "$output" "$n"
+}
+
 @test "a command that does not exist: exit 127 and says so" {
 	cd "$MNT"
 	run -127 sbexec no-such-command-sbfs

@@ -878,6 +878,38 @@ same_inode_or_landed() {
 # A queued mkdir lands before anything below it or anything that would
 # see it; where the name may exist (a command ran since the listing), the
 # sandbox answers at once.
+@test "writeback: a name past the sandbox's PATH_MAX is ENAMETOOLONG at once, never queued (pjdfstest mkdir/03.t)" {
+	wb_mount
+	local name over fits i ws=/workspace
+	local posixop=$SBFS_BUILD/tests/tools/posixop
+	name=$(printf 'n%.0s' {1..255})
+	# From a directory of the mount the kernel sees a short relative path;
+	# the sandbox sees the workdir and all 15 levels in front of it.
+	cd "$MNT"
+	for ((i = 0; i < 14; i++)); do
+		mkdir "$name"
+		cd "$name"
+	done
+	mkdir "$name"
+	echo f >f
+	# /workspace, 15 levels, then a name that leaves no room for the NUL
+	over=$(printf 'o%.0s' $(seq $((4096 - ${#ws} - 15 * 256 - 1))))
+	fits=${over:1}
+	sbfs sync "$MNT" || fail "the deep directories did not land"
+	assert_eq "$("$posixop" mkdir "$name/$over" 755 open 0 "$name/$over" w,creat 644 \
+		symlink t "$name/$over" rename f "$name/$over" -)" \
+		$'mkdir ENAMETOOLONG\nopen ENAMETOOLONG\nsymlink ENAMETOOLONG\nrename ENAMETOOLONG'
+	assert_eq "$(wb removes_queued)" 0 "removes queued"
+	assert_eq "$(pending)" 0 "uploads pending"
+	run sbexec -m "$MNT" true
+	assert_status 0
+	assert_eq "$("$posixop" mkdir "$name/$fits" 755)" "mkdir OK"
+	run sbexec -m "$MNT" true
+	assert_status 0
+	sb test -d "$ws/$(realpath --relative-to="$MNT" .)/$name/$fits" ||
+		fail "the 4,095-byte path is not in the sandbox"
+}
+
 @test "writeback: a queued mkdir lands before what depends on it; a name a command may have made is asked" {
 	wb_mount
 	ls "$MNT" >/dev/null

@@ -1240,6 +1240,53 @@ static void test_writeback_mkdir_of_unknown_name_asks(void)
 	teardown(&t);
 }
 
+/* A name whose guest path (W in front) would not fit the sandbox's
+ * PATH_MAX is ENAMETOOLONG at once, in both modes, never queued: the
+ * queue answered 0 and the sandbox refused it at the next sbexec
+ * (pjdfstest mkdir/03.t). Depth 15 of 255-byte names is W + 3,840 bytes;
+ * a name of 244 more makes 4,095, the longest path with its NUL. */
+static void check_path_max(bool writeback)
+{
+	struct t t;
+	setup_with(&t, writeback, 0);
+	list_dir(&t, ROOT);
+	char name[NAME_MAX_BYTES + 1];
+	memset(name, 'n', NAME_MAX_BYTES);
+	name[NAME_MAX_BYTES] = '\0';
+	struct fs_entry e = {.ino = ROOT};
+	for (int i = 0; i < 15; i++)
+		CHECK_INT(fs_mkdir(&t.fs, e.ino, name, 0755, &e), 0);
+	uint64_t deep = e.ino;
+	char fits[245], over[246];
+	memset(fits, 'f', 244);
+	fits[244] = '\0';
+	memset(over, 'o', 245);
+	over[245] = '\0';
+	CHECK_INT(fs_mkdir(&t.fs, deep, over, 0755, &e), -ENAMETOOLONG);
+	struct fs_open o = {.flags = O_WRONLY | O_CREAT};
+	CHECK_INT(fs_create(&t.fs, deep, over, 0644, &o, &e), -ENAMETOOLONG);
+	CHECK_INT(fs_symlink(&t.fs, "t", deep, over, &e), -ENAMETOOLONG);
+	uint64_t f = make_file(&t, ROOT, "f", "x", &o);
+	CHECK_INT(fs_flush(&t.fs, f, o.fh), 0);
+	fs_release(&t.fs, f, o.fh);
+	struct fs_later later = {0};
+	CHECK_INT(fs_link(&t.fs, f, deep, over, &e, &later), -ENAMETOOLONG);
+	CHECK_INT(fs_rename(&t.fs, ROOT, "f", deep, over, 0, &later), -ENAMETOOLONG);
+	CHECK(look(&t, deep, over) == 0);
+	CHECK_INT(fs_mkdir(&t.fs, deep, fits, 0755, &e), 0);
+	char msg[256] = "";
+	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
+	CHECK(msg[0] == '\0');
+	CHECK_INT(mem_calls(t.b, SB_CALL_SYMLINK) + mem_calls(t.b, SB_CALL_RENAME), 0);
+	teardown(&t);
+}
+
+static void test_path_max_refused_at_once(void)
+{
+	check_path_max(false);
+	check_path_max(true);
+}
+
 /* ---- answers overtaken by the mount's own changes ---- */
 
 /* What a test does while an answer is on its way (mem_after). */
@@ -1690,6 +1737,7 @@ int main(void)
 	test_writeback_queued_remove();
 	test_link_counts_without_inodes();
 	test_writeback_mkdir_queued();
+	test_path_max_refused_at_once();
 	test_writeback_mkdir_of_unknown_name_asks();
 	test_writeback_link_waits_for_upload();
 	test_writeback_link_lands_after_upload();
