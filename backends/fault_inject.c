@@ -51,6 +51,8 @@ static int parse_kind(const char *s, size_t len)
 {
 	if (len == 3 && !strncmp(s, "any", 3))
 		return FAULT_KIND_ANY;
+	if (len == 5 && !strncmp(s, "mount", 5))
+		return FAULT_KIND_MOUNT;
 	/* create and destroy run before and after the mount: not injectable */
 	for (int k = 0; k < SB_CALL_COUNT; k++) {
 		if (k == SB_CALL_CREATE || k == SB_CALL_DESTROY)
@@ -98,7 +100,9 @@ static int parse_rule(struct fault_plan *plan, const char *r, size_t len,
 		return bad(err, errlen, r, ilen,
 			   "KIND is any or a call name: exec, read, write, list, stat, "
 			   "mkdir, remove, rename, chmod, truncate, utimens, symlink, "
-			   "readlink, statfs");
+			   "readlink, statfs; or mount, the FUSE mount step");
+	if (fr->kind == FAULT_KIND_MOUNT && fr->action != FAULT_ERROR)
+		return bad(err, errlen, r, ilen, "the mount step takes only error");
 	const char *w = c2 + 1;
 	size_t wlen = len - (size_t)(w - r);
 	if (wlen > 5 && !strncmp(w, "every", 5)) {
@@ -184,7 +188,8 @@ enum fault_action fault_plan_next(struct fault_plan *plan, enum sb_call kind)
 	enum fault_action hit = FAULT_NONE;
 	for (size_t i = 0; i < plan->n; i++) {
 		struct fault_rule *r = &plan->rules[i];
-		if (r->kind != FAULT_KIND_ANY && r->kind != (int)kind)
+		if (r->kind != (int)kind &&
+		    (r->kind != FAULT_KIND_ANY || (int)kind == FAULT_KIND_MOUNT))
 			continue;
 		uint64_t nth = atomic_fetch_add(&r->seen, 1) + 1;
 		bool fire = false;
@@ -199,6 +204,11 @@ enum fault_action fault_plan_next(struct fault_plan *plan, enum sb_call kind)
 	if (hit != FAULT_NONE)
 		atomic_fetch_add(&plan->injected, 1);
 	return hit;
+}
+
+bool fault_plan_fails_mount(struct fault_plan *plan)
+{
+	return plan && fault_plan_next(plan, (enum sb_call)FAULT_KIND_MOUNT) == FAULT_ERROR;
 }
 
 /* ---- the wrapper ---- */

@@ -24,7 +24,10 @@
  * KIND    an sb_call_name() (write, exec, list, stat, read, mkdir, remove,
  *         rename, chmod, truncate, utimens, symlink, readlink, statfs, chown,
  *         link) or
- *         any; each rule counts the attempts of its own kind
+ *         any; each rule counts the attempts of its own kind; or
+ *         mount, the daemon's FUSE mount step (not a call, and not
+ *         counted by any): error:mount:1 fails it as a mount refused by
+ *         the kernel would, after the sandbox was created
  * WHEN    N          the Nth attempt only (1 = the first)
  *         N-M        attempts N to M, both included
  *         everyN     attempts N, 2N, 3N, ...
@@ -43,6 +46,7 @@
 
 #define FAULT_RULES_MAX 16
 #define FAULT_KIND_ANY SB_CALL_COUNT
+#define FAULT_KIND_MOUNT (SB_CALL_COUNT + 1)
 #define FAULT_LATE_MS 1000
 
 enum fault_action {
@@ -85,6 +89,9 @@ int fault_plan_parse(struct fault_plan *plan, const char *spec, char *err,
  * counts the attempt in every matching rule; the first rule that fires
  * wins. Thread-safe. */
 enum fault_action fault_plan_next(struct fault_plan *plan, enum sb_call kind);
+
+/* Whether the plan fails the daemon's FUSE mount step now. */
+bool fault_plan_fails_mount(struct fault_plan *plan);
 
 const char *fault_action_name(enum fault_action a);
 

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../backends/fault_inject.h"
 #include "../control/client.h"
 #include "../control/frame.h"
 #include "../control/server.h"
@@ -526,6 +527,11 @@ int sbfs_mount_run(struct mount_options *o)
 		struct sigaction sa = {.sa_handler = on_sighup};
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGHUP, &sa, NULL);
+	}
+	if (fault_plan_fails_mount(b->faults)) {
+		sb_warn("inject_faults: error fault on the mount step");
+		sb_err("cannot mount at %s: %s", mountpoint, strerror(EIO));
+		goto out;
 	}
 	if (fuse_session_mount(se, mountpoint) < 0) {
 		sb_err("cannot mount at %s (see the message above; is fusermount3 installed?)",

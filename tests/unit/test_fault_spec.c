@@ -106,10 +106,25 @@ static void test_rejects(void)
 	CHECK_INT(plan.rules[2].kind, FAULT_KIND_ANY);
 }
 
+/* The mount step: error only, and no rule on calls counts or fails it. */
+static void test_mount_step(void)
+{
+	CHECK(parses("error:mount:2"));
+	CHECK(!fault_plan_fails_mount(&plan));
+	CHECK(fault_plan_fails_mount(&plan));
+	CHECK(!fault_plan_fails_mount(&plan));
+	CHECK(parses("error:any:every1"));
+	CHECK(!fault_plan_fails_mount(&plan));
+	CHECK(!fault_plan_fails_mount(NULL));
+	CHECK(!parses("stall:mount:1"));
+	CHECK(strstr(err, "the mount step takes only error") != NULL);
+}
+
 int main(void)
 {
 	test_nth_and_every();
 	test_probability_is_seeded();
 	test_rejects();
+	test_mount_step();
 	return unit_done("fault_spec");
 }
