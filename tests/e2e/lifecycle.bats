@@ -545,6 +545,33 @@ syslog_has() {
 	done
 }
 
+@test "a user without access to /dev/fuse: one line naming it, and no sandbox is created" {
+	[[ $(id -u) == 0 ]] || skip "needs root: to hide /dev/fuse in a mount namespace of its own and mount as another user"
+	require_cmd setpriv unshare
+	local u=$T/u opts
+	mkdir -p "$u/m" "$u/root" "$u/run" "$u/state"
+	chown -R 65534:65534 "$u"
+	# the user must reach $u: $T and the suite's own dir are 0700
+	chmod o+x "$T"
+	[[ $(basename "$(dirname "$T")") != sbfs-e2e-suite.* ]] || chmod o+x "$(dirname "$T")"
+	setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$u/m" ||
+		skip "user 65534 cannot reach $u (a parent directory is closed to it)"
+	# a root-only file over /dev/fuse, in this mount namespace only
+	: >"$T/nofuse"
+	chmod 0600 "$T/nofuse"
+	opts="backend=$SBFS_TEST_BACKEND,$(backend_mount_opts | sed "s|local_root=$T/root|local_root=$u/root|")"
+	run timeout 120 unshare -m --propagation private sh -c 'mount --bind "$1" /dev/fuse && shift && exec "$@"' \
+		sh "$T/nofuse" setpriv --reuid=65534 --regid=65534 --clear-groups \
+		env HOME="$u" XDG_RUNTIME_DIR="$u/run" XDG_STATE_HOME="$u/state" sbfs -o "$opts" "$u/m"
+	assert_status 1
+	[[ $output == "sbfs: error: no access to /dev/fuse: Permission denied ("*"you are 65534:65534): it must be readable and writable by you"* ]] ||
+		fail "not the one line naming /dev/fuse: $output" || return 1
+	# nothing was made: a create says so (local: a workspace), a destroy too
+	[[ $output != *sandbox* && $output != *destroyed* ]] || fail "a sandbox was made: $output" || return 1
+	assert_eq "$(find "$u/root" -mindepth 1 | wc -l)" 0 "workspaces made"
+	nothing_left_behind "$u/m"
+}
+
 @test "missing mountpoint: one-line error, nothing left behind" {
 	run sbfs -o "$(sbfs_opts mnt)" "$T/does-not-exist"
 	[ "$status" -ne 0 ]
