@@ -64,6 +64,12 @@ void local_kill_sandbox(struct local *l);
  * runs after timeout_ms */
 int local_wait_sandbox_gone(struct local *l, int timeout_ms);
 
+/* local_orphans.c: sweep's kill of sandbox trees under root whose daemon
+ * is gone (their workspace too, often); how many it killed */
+size_t local_sweep_trees(const char *workdir, const char *root);
+/* The parent of pid, from /proc; 0 if it cannot be read */
+pid_t local_parent_of(pid_t pid);
+
 /* local_exec.c */
 int local_exec(struct sb_backend *b, const struct sb_exec_req *req,
 	       struct sb_exec_result *res);

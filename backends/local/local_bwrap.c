@@ -133,27 +133,6 @@ static int read_info(int fd, pid_t *init_pid)
 	return rc;
 }
 
-/* The parent pid of pid, from /proc/PID/stat (after the command name's
- * last ')': state, then ppid); 0 if it cannot be read. */
-static pid_t parent_of(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	const char *rp = strrchr(buf, ')');
-	int ppid = 0;
-	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
-		return 0;
-	return (pid_t)ppid;
-}
-
 /* A pidfd for the sandbox's pid 1, made while bwrap still runs and then
  * checked to be bwrap's child: the pid info-fd gave cannot have been
  * reused by then, since only bwrap reaps its child and it lives on. */
@@ -163,7 +142,7 @@ static int open_init_pidfd(struct local *l)
 	if (fd < 0)
 		return -errno;
 	struct pollfd p = {.fd = l->bwrap_pidfd, .events = POLLIN};
-	if (parent_of(l->init_pid) != l->bwrap_pid || poll(&p, 1, 0) != 0) {
+	if (local_parent_of(l->init_pid) != l->bwrap_pid || poll(&p, 1, 0) != 0) {
 		close(fd);
 		return -ECHILD;
 	}
