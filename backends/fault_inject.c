@@ -52,6 +52,8 @@ static int parse_kind(const char *s, size_t len)
 {
 	if (len == 3 && !strncmp(s, "any", 3))
 		return FAULT_KIND_ANY;
+	if (len == 5 && !strncmp(s, "mount", 5))
+		return FAULT_KIND_MOUNT;
 	/* destroy runs after the mount: not injectable; create only late */
 	for (int k = 0; k < SB_CALL_COUNT; k++) {
 		if (k == SB_CALL_DESTROY)
@@ -110,9 +112,11 @@ static int parse_rule(struct fault_plan *plan, const char *r, size_t len,
 		return bad(err, errlen, r, ilen,
 			   "KIND is any, create or a call name: exec, read, write, list, stat, "
 			   "mkdir, remove, rename, chmod, truncate, utimens, symlink, "
-			   "readlink, statfs");
+			   "readlink, statfs; or mount, the FUSE mount step");
 	if (fr->kind == SB_CALL_CREATE && fr->action != FAULT_LATE)
 		return bad(err, errlen, r, ilen, "create takes late or lateMS only");
+	if (fr->kind == FAULT_KIND_MOUNT && fr->action != FAULT_ERROR)
+		return bad(err, errlen, r, ilen, "the mount step takes only error");
 	const char *w = c2 + 1;
 	size_t wlen = len - (size_t)(w - r);
 	if (wlen > 5 && !strncmp(w, "every", 5)) {
@@ -206,7 +210,11 @@ enum fault_action fault_plan_next_held(struct fault_plan *plan, enum sb_call kin
 	*hold_ms = 0;
 	for (size_t i = 0; i < plan->n; i++) {
 		struct fault_rule *r = &plan->rules[i];
-		if (r->kind != FAULT_KIND_ANY && r->kind != (int)kind)
+		/* any: the calls of a mounted sandbox, so neither the create
+		 * nor the mount step uses up a rule's count */
+		bool any_takes = r->kind == FAULT_KIND_ANY && (int)kind != FAULT_KIND_MOUNT &&
+				 kind != SB_CALL_CREATE;
+		if (r->kind != (int)kind && !any_takes)
 			continue;
 		uint64_t nth = atomic_fetch_add(&r->seen, 1) + 1;
 		bool fire = false;
@@ -223,6 +231,11 @@ enum fault_action fault_plan_next_held(struct fault_plan *plan, enum sb_call kin
 	if (hit != FAULT_NONE)
 		atomic_fetch_add(&plan->injected, 1);
 	return hit;
+}
+
+bool fault_plan_fails_mount(struct fault_plan *plan)
+{
+	return plan && fault_plan_next(plan, (enum sb_call)FAULT_KIND_MOUNT) == FAULT_ERROR;
 }
 
 /* ---- the wrapper ---- */

@@ -31,7 +31,10 @@
  *         link),
  *         any; each rule counts the attempts of its own kind, or
  *         create (late only): the sandbox is made and its backend's
- *         clocks run, and the mount gets the answer late (a slow create)
+ *         clocks run, and the mount gets the answer late (a slow create);
+ *         or mount, the daemon's FUSE mount step (not a call, and not
+ *         counted by any): error:mount:1 fails it as a mount refused by
+ *         the kernel would, after the sandbox was created
  * WHEN    N          the Nth attempt only (1 = the first)
  *         N-M        attempts N to M, both included
  *         everyN     attempts N, 2N, 3N, ...
@@ -50,6 +53,7 @@
 
 #define FAULT_RULES_MAX 16
 #define FAULT_KIND_ANY SB_CALL_COUNT
+#define FAULT_KIND_MOUNT (SB_CALL_COUNT + 1)
 #define FAULT_LATE_MS 1000
 
 enum fault_action {
@@ -97,6 +101,9 @@ enum fault_action fault_plan_next(struct fault_plan *plan, enum sb_call kind);
 /* The same, and the winning rule's hold_ms in *hold_ms (0 when none). */
 enum fault_action fault_plan_next_held(struct fault_plan *plan, enum sb_call kind,
 				       unsigned *hold_ms);
+
+/* Whether the plan fails the daemon's FUSE mount step now. */
+bool fault_plan_fails_mount(struct fault_plan *plan);
 
 const char *fault_action_name(enum fault_action a);
 

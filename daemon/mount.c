@@ -229,6 +229,58 @@ static int check_mountpoint(const char *given, bool nonempty, char *abs,
 	return 0;
 }
 
+/* Where libfuse looks for fusermount3: its own directory, then PATH. */
+static bool fusermount_found(void)
+{
+	if (access("/usr/bin/fusermount3", X_OK) == 0 ||
+	    access("/bin/fusermount3", X_OK) == 0)
+		return true;
+	const char *path = getenv("PATH");
+	char dir[PATH_MAX + 16];
+	for (const char *p = path; p && *p;) {
+		size_t n = strcspn(p, ":");
+		if (n > 0 && n < PATH_MAX) {
+			snprintf(dir, sizeof dir, "%.*s/fusermount3", (int)n, p);
+			if (access(dir, X_OK) == 0)
+				return true;
+		}
+		p += n + (p[n] == ':');
+	}
+	return false;
+}
+
+/* What the kernel mount needs, checked before a sandbox is made (on
+ * modal and e2b a create costs money, and a failed mount's undo is one
+ * more way to leave it running): /dev/fuse that this user can open
+ * read-write (libfuse opens it itself, also where fusermount3 mounts),
+ * and fusermount3 where the daemon cannot mount by itself (not root). */
+static int check_fuse_access(char *err, size_t errlen)
+{
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		struct stat st;
+		if (e == ENOENT)
+			snprintf(err, errlen,
+				 "no /dev/fuse on this machine: load the module (modprobe fuse), or give a container the device (docker run --device /dev/fuse)");
+		else if (stat("/dev/fuse", &st) == 0)
+			snprintf(err, errlen,
+				 "no access to /dev/fuse: %s (mode %04o, owner %u:%u; you are %u:%u): it must be readable and writable by you, as most systems ship it (mode 0666)",
+				 strerror(e), (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+				 (unsigned)st.st_gid, (unsigned)getuid(), (unsigned)getgid());
+		else
+			snprintf(err, errlen, "no access to /dev/fuse: %s", strerror(e));
+		return -1;
+	}
+	close(fd);
+	if (geteuid() != 0 && !fusermount_found()) {
+		snprintf(err, errlen,
+			 "fusermount3 is not installed: sbfs needs it to mount as a user other than root (install the fuse3 package)");
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- SIGHUP: refresh every cache ---- */
 
 static sem_t hup_sem;
@@ -412,7 +464,8 @@ int sbfs_mount_run(struct mount_options *o)
 {
 	char err[SB_REASON_MAX] = "";
 	char mountpoint[PATH_MAX];
-	if (check_mountpoint(o->mountpoint, o->nonempty, mountpoint, err, sizeof err) < 0) {
+	if (check_mountpoint(o->mountpoint, o->nonempty, mountpoint, err, sizeof err) < 0 ||
+	    check_fuse_access(err, sizeof err) < 0) {
 		sb_err("%s", err);
 		return 1;
 	}
@@ -551,9 +604,13 @@ int sbfs_mount_run(struct mount_options *o)
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGHUP, &sa, NULL);
 	}
+	if (fault_plan_fails_mount(b->faults)) {
+		sb_warn("inject_faults: error fault on the mount step");
+		sb_err("cannot mount at %s: %s", mountpoint, strerror(EIO));
+		goto out;
+	}
 	if (fuse_session_mount(se, mountpoint) < 0) {
-		sb_err("cannot mount at %s (see the message above; is fusermount3 installed?)",
-		       mountpoint);
+		sb_err("cannot mount at %s (see the message above)", mountpoint);
 		goto out;
 	}
 	mounted = true;

@@ -27,11 +27,9 @@
 
 static const char *const local_option_keys[] = {"local_root", NULL};
 
-static void pidfd_kill(int pidfd)
-{
-	if (pidfd >= 0)
-		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-}
+/* How long a killed sandbox may take to be gone: its processes have to
+ * be scheduled to die, which on a loaded machine takes a while. */
+#define GONE_TIMEOUT_MS 30000
 
 void local_set_error(struct sb_backend *b, const char *fmt, ...)
 {
@@ -89,7 +87,7 @@ static void *watch_sandbox(void *arg)
 			continue;
 		if (n == 0) {
 			sb_backend_fail(b, "sandbox lifetime (%u s) ended", life);
-			pidfd_kill(l->bwrap_pidfd);
+			local_kill_sandbox(l);
 			life = 0;
 			continue;
 		}
@@ -112,12 +110,14 @@ static void *watch_sandbox(void *arg)
 	return NULL;
 }
 
-static void stop_sandbox(struct local *l)
+/* 0 once every process of the sandbox is gone; -ETIMEDOUT while one
+ * still runs (then a later call waits again). */
+static int stop_sandbox(struct local *l)
 {
 	pthread_mutex_lock(&l->lock);
 	l->stopping = true;
 	pthread_mutex_unlock(&l->lock);
-	pidfd_kill(l->bwrap_pidfd);
+	local_kill_sandbox(l);
 	if (l->watcher_started) {
 		pthread_join(l->watcher, NULL); /* it reaps bwrap */
 		l->watcher_started = false;
@@ -125,7 +125,13 @@ static void stop_sandbox(struct local *l)
 		waitpid(l->bwrap_pid, NULL, 0);
 	}
 	l->bwrap_pid = 0;
+	int rc = local_wait_sandbox_gone(l, GONE_TIMEOUT_MS);
+	if (rc == 0 && l->init_pidfd >= 0) {
+		close(l->init_pidfd);
+		l->init_pidfd = -1;
+	}
 	local_unstage_workspace(l);
+	return rc;
 }
 
 static int local_create(struct sb_backend *b, const struct sb_spec *spec)
@@ -136,7 +142,7 @@ static int local_create(struct sb_backend *b, const struct sb_spec *spec)
 	struct local *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	l->ws_fd = l->bwrap_pidfd = l->userns_fd = -1;
+	l->ws_fd = l->bwrap_pidfd = l->init_pidfd = l->userns_fd = -1;
 	pthread_mutex_init(&l->lock, NULL);
 	b->priv = l;
 	int rc = id_map_choose(&l->ids, b->error, sizeof b->error);
@@ -185,7 +191,14 @@ static int local_destroy(struct sb_backend *b)
 	struct local *l = b->priv;
 	if (!l)
 		return 0;
-	stop_sandbox(l);
+	int rc = stop_sandbox(l);
+	if (rc < 0) {
+		/* its workspace stays, so that `sbfs sweep` finds the tree */
+		local_set_error(b, "sandbox %s: processes of it still run %d s after they were killed",
+				b->id, GONE_TIMEOUT_MS / 1000);
+		sb_err("%s", b->error);
+		return rc;
+	}
 	/* an attached workspace is destroyed only when asked to be (`sbfs
 	 * destroy`): an unmount keeps it */
 	if (l->owns_dir || b->spec.attach_id)
@@ -218,9 +231,13 @@ static void local_release(struct sb_backend *b)
 	struct local *l = b->priv;
 	if (!l)
 		return;
-	stop_sandbox(l);
+	if (stop_sandbox(l) < 0)
+		sb_warn("sandbox %s: processes of it still run after they were killed (`sbfs sweep -o backend=local` kills them)",
+			b->id);
 	if (l->bwrap_pidfd >= 0)
 		close(l->bwrap_pidfd);
+	if (l->init_pidfd >= 0)
+		close(l->init_pidfd);
 	if (l->ws_fd >= 0)
 		close(l->ws_fd);
 	/* a kept workspace's image is mounted again by attach */

@@ -21,6 +21,8 @@ struct local {
 	pid_t bwrap_pid;      /* our child; only the watcher reaps it */
 	int bwrap_pidfd;      /* readable once bwrap has exited */
 	pid_t init_pid;       /* pid 1 of the sandbox, as seen from the host */
+	int init_pidfd;       /* readable once pid 1, and so every process
+			       * of the sandbox's pid namespace, is gone */
 	pthread_t watcher;
 	bool watcher_started;
 	pthread_mutex_t lock; /* serialises destroy/release */
@@ -55,6 +57,18 @@ int local_list_owned(const struct sb_spec *spec, struct sb_owned **v,
 /* local_bwrap.c: starts the sandbox process on the workspace; from the
  * thread that will live as long as the sandbox */
 int local_spawn_bwrap(struct sb_backend *b, struct local *l);
+/* SIGKILL to the sandbox's pid 1 and to bwrap, each through its pidfd;
+ * the watcher (or whoever reaps bwrap) still has to wait for bwrap */
+void local_kill_sandbox(struct local *l);
+/* 0 once every process of the sandbox is gone, -ETIMEDOUT if some still
+ * runs after timeout_ms */
+int local_wait_sandbox_gone(struct local *l, int timeout_ms);
+
+/* local_orphans.c: sweep's kill of sandbox trees under root whose daemon
+ * is gone (their workspace too, often); how many it killed */
+size_t local_sweep_trees(const char *workdir, const char *root);
+/* The parent of pid, from /proc; 0 if it cannot be read */
+pid_t local_parent_of(pid_t pid);
 
 /* local_exec.c */
 int local_exec(struct sb_backend *b, const struct sb_exec_req *req,

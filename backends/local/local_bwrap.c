@@ -133,6 +133,55 @@ static int read_info(int fd, pid_t *init_pid)
 	return rc;
 }
 
+/* A pidfd for the sandbox's pid 1, made while bwrap still runs and then
+ * checked to be bwrap's child: the pid info-fd gave cannot have been
+ * reused by then, since only bwrap reaps its child and it lives on. */
+static int open_init_pidfd(struct local *l)
+{
+	int fd = pidfd_open_(l->init_pid);
+	if (fd < 0)
+		return -errno;
+	struct pollfd p = {.fd = l->bwrap_pidfd, .events = POLLIN};
+	if (local_parent_of(l->init_pid) != l->bwrap_pid || poll(&p, 1, 0) != 0) {
+		close(fd);
+		return -ECHILD;
+	}
+	l->init_pidfd = fd;
+	return 0;
+}
+
+void local_kill_sandbox(struct local *l)
+{
+	/* pid 1 first: bwrap's --die-with-parent alone lost it (a failed
+	 * mount's destroy, soon after create, under load: 2 of 10 left pid
+	 * 1 running with parent 1); killed, the kernel kills the rest of
+	 * its pid namespace */
+	if (l->init_pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, l->init_pidfd, SIGKILL, NULL, 0);
+	if (l->bwrap_pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, l->bwrap_pidfd, SIGKILL, NULL, 0);
+}
+
+int local_wait_sandbox_gone(struct local *l, int timeout_ms)
+{
+	if (l->init_pidfd < 0)
+		return 0;
+	/* A pid namespace's init finishes its exit only after every other
+	 * process of the namespace is gone; its pidfd is readable from then. */
+	double deadline = call_deadline_now() + timeout_ms / 1000.0;
+	for (;;) {
+		struct pollfd p = {.fd = l->init_pidfd, .events = POLLIN};
+		int left = (int)((deadline - call_deadline_now()) * 1000);
+		int n = poll(&p, 1, left > 0 ? left : 0);
+		if (n > 0)
+			return 0;
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
 /* Ready once the sandbox's root has the workspace bound at workdir. */
 static int wait_ready(struct local *l, const char *workdir)
 {
@@ -342,6 +391,8 @@ static int start_bwrap(struct sb_backend *b, struct local *l)
 	int rc = l->bwrap_pidfd < 0 ? -errno : read_info(info[0], &l->init_pid);
 	close(info[0]);
 	if (rc == 0)
+		rc = open_init_pidfd(l);
+	if (rc == 0)
 		rc = wait_ready(l, b->spec.workdir);
 	if (rc < 0) {
 		char msg[300] = "";
@@ -350,7 +401,9 @@ static int start_bwrap(struct sb_backend *b, struct local *l)
 		msg[strcspn(msg, "\n")] = '\0';
 		snprintf(b->error, sizeof(b->error), "bwrap failed to start the sandbox: %s",
 			 msg[0] ? msg : strerror(-rc));
-		kill(pid, SIGKILL);
+		if (l->bwrap_pidfd < 0)
+			kill(pid, SIGKILL);
+		local_kill_sandbox(l);
 		waitpid(pid, NULL, 0);
 		l->bwrap_pid = 0;
 	}

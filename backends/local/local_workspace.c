@@ -283,7 +283,8 @@ int local_sweep(const struct sb_spec *spec)
 		fprintf(stderr, "sbfs: %s\n", why);
 		return -1;
 	}
-	size_t removed = 0;
+	/* the processes first: a tree still running holds its workspace */
+	size_t removed = local_sweep_trees(spec->workdir ? spec->workdir : "/workspace", root);
 	for (size_t i = 0; i < n; i++) {
 		if (v[i].state != SB_OWNED_ORPHAN)
 			continue;
@@ -304,7 +305,7 @@ int local_sweep(const struct sb_spec *spec)
 	}
 	free(v);
 	if (!removed)
-		printf("no orphaned local workspaces under %s\n", root);
+		printf("no orphaned local sandboxes (workspaces or processes) under %s\n", root);
 	return 0;
 }
 

@@ -13,6 +13,9 @@
 #   backend_sandbox_gone REC     0 once that sandbox no longer exists
 #   backend_sandbox_destroy REC  remove a sandbox that -o keep left running
 #   backend_sandbox_exists ID    0 while the sandbox ID (e.g. one -o keep left) exists
+#   backend_sandbox_runs ID      0 while anything of the sandbox ID is left: for
+#                                local, also any process of it (helpers.bash:
+#                                backend_sandbox_exists where not given)
 #   backend_sweep_opts           the -o of `sbfs sweep` that finds this backend's orphans
 #   backend_stat_has_nlink       0 if the backend's stat and listing report link counts
 #   backend_upload_keeps_inode   0 if an upload rewrites the file in place (a hard
@@ -78,6 +81,13 @@ backend_sandbox_destroy() {
 }
 
 backend_sandbox_exists() { [[ -d $T/root/$1 ]]; }
+# its workspace, or a process with the workspace bound at /workspace in
+# its mount table (mountinfo's root and mount point fields; a tree whose
+# workspace was deleted shows it with //deleted)
+backend_sandbox_runs() {
+	[[ -d $T/root/$1 ]] && return 0
+	grep -qsE -- " [^ ]*/$1(//deleted)? /workspace " /proc/[0-9]*/mountinfo
+}
 backend_sweep_opts() { echo "backend=local,local_root=$T/root"; }
 backend_stat_has_nlink() { return 0; }
 backend_upload_keeps_inode() { return 0; }

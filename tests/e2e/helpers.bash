@@ -57,6 +57,9 @@ backend_watches_changes() { return 1; }
 # sandbox, in its workspace, not through sbexec: a change the mount is
 # not told of. Status 1 where the suite cannot reach the sandbox so.
 backend_behind() { return 1; }
+# backend_sandbox_runs ID: anything of the sandbox ID is left (a process,
+# where its host can tell).
+backend_sandbox_runs() { backend_sandbox_exists "$1"; }
 # shellcheck source=backend_local.bash
 source "$BATS_TEST_DIRNAME/backend_$SBFS_TEST_HOOKS.bash"
 

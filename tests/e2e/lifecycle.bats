@@ -11,8 +11,40 @@ setup() {
 }
 
 teardown() {
+	[[ ! -s $T/orphan.id ]] || kill_orphan_tree "$(cat "$T/orphan.id")"
 	sbfs_teardown
 }
+
+# orphan_pids ID: the processes with workspace ID bound at /workspace.
+orphan_pids() {
+	grep -lsE -- " [^ ]*/$1(//deleted)? /workspace " /proc/[0-9]*/mountinfo | cut -d/ -f3 || true
+}
+
+# kill_orphan_tree ID: what a failed sweep test left running.
+kill_orphan_tree() {
+	local p
+	for p in $(orphan_pids "$1"); do kill -KILL "$p" 2>/dev/null || true; done
+}
+
+# start_orphan_tree ID: what a lost parent-death signal leaves of a local
+# sandbox: bwrap's pid 1 under another parent (here: the reaper, once the
+# subshell that started it is gone), with workspace $T/root/ID bound at
+# /workspace, and bwrap's command line as local_bwrap.c gives it.
+start_orphan_tree() {
+	local ws=$T/root/$1 d a=(--unshare-user-try --unshare-pid --ro-bind /usr /usr)
+	mkdir -p "$ws"
+	for d in /bin /sbin /lib /lib32 /lib64; do
+		if [[ -L $d ]]; then a+=(--symlink "$(readlink "$d")" "$d"); elif [[ -d $d ]]; then a+=(--ro-bind "$d" "$d"); fi
+	done
+	a+=(--proc /proc --dev /dev --bind "$ws" /workspace --new-session)
+	printf '%s\0' "${a[@]}" >"$T/orphan.args"
+	echo "$1" >"$T/orphan.id"
+	(setsid "$(command -v bwrap)" --args 4 -- /bin/sh -c 'while :; do sleep 3600; done' \
+		4<"$T/orphan.args" </dev/null >/dev/null 2>&1 &)
+	poll 10 orphan_runs "$1" || fail "the orphan tree did not start"
+}
+
+orphan_runs() { [[ -n $(orphan_pids "$1") ]]; }
 
 # has_sandbox_procs: the local sandbox runs as descendants of the daemon;
 # without any, the "gone" checks below would prove nothing.
@@ -526,6 +558,70 @@ syslog_has() {
 	assert_output_has "$MNT is a dead mount (Transport endpoint is not connected: its daemon is gone); clear it with 'fusermount3 -u -z $MNT' and mount again"
 	fusermount3 -u -z "$MNT"
 	not_mounted "$MNT"
+}
+
+@test "a mount that fails after its sandbox was created: the sandbox is gone when the mount says destroyed" {
+	mkdir "$T/m"
+	local i id
+	# a few rounds: a young sandbox destroyed at once is where bwrap's
+	# pid 1 outlived it (about 1 in 5 on a loaded machine)
+	for i in 1 2 3; do
+		run timeout 120 sbfs -o "$(sbfs_opts m "inject_faults=error:mount:1")" "$T/m"
+		assert_status 1
+		assert_output_has "cannot mount at $T/m: Input/output error"
+		id=$(sed -n 's/.*sandbox \([^ ]*\) destroyed$/\1/p' <<<"$output")
+		[[ -n $id ]] || fail "no 'sandbox ... destroyed' line: $output" || return 1
+		# no poll: "destroyed" says it is gone already
+		! backend_sandbox_runs "$id" || fail "round $i: sandbox $id still runs after: $output" || return 1
+		nothing_left_behind "$T/m"
+	done
+}
+
+@test "a user without access to /dev/fuse: one line naming it, and no sandbox is created" {
+	[[ $(id -u) == 0 ]] || skip "needs root: to hide /dev/fuse in a mount namespace of its own and mount as another user"
+	require_cmd setpriv unshare
+	local u=$T/u opts
+	mkdir -p "$u/m" "$u/root" "$u/run" "$u/state"
+	chown -R 65534:65534 "$u"
+	# the user must reach $u: $T and the suite's own dir are 0700
+	chmod o+x "$T"
+	[[ $(basename "$(dirname "$T")") != sbfs-e2e-suite.* ]] || chmod o+x "$(dirname "$T")"
+	setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$u/m" ||
+		skip "user 65534 cannot reach $u (a parent directory is closed to it)"
+	# a root-only file over /dev/fuse, in this mount namespace only
+	: >"$T/nofuse"
+	chmod 0600 "$T/nofuse"
+	opts="backend=$SBFS_TEST_BACKEND,$(backend_mount_opts | sed "s|local_root=$T/root|local_root=$u/root|")"
+	run timeout 120 unshare -m --propagation private sh -c 'mount --bind "$1" /dev/fuse && shift && exec "$@"' \
+		sh "$T/nofuse" setpriv --reuid=65534 --regid=65534 --clear-groups \
+		env HOME="$u" XDG_RUNTIME_DIR="$u/run" XDG_STATE_HOME="$u/state" sbfs -o "$opts" "$u/m"
+	assert_status 1
+	[[ $output == "sbfs: error: no access to /dev/fuse: Permission denied ("*"you are 65534:65534): it must be readable and writable by you"* ]] ||
+		fail "not the one line naming /dev/fuse: $output" || return 1
+	# nothing was made: a create says so (local: a workspace), a destroy too
+	[[ $output != *sandbox* && $output != *destroyed* ]] || fail "a sandbox was made: $output" || return 1
+	assert_eq "$(find "$u/root" -mindepth 1 | wc -l)" 0 "workspaces made"
+	nothing_left_behind "$u/m"
+}
+
+@test "sbfs sweep kills a local sandbox tree whose daemon and workspace are gone; a mounted one is spared" {
+	require_backend local
+	require_cmd bwrap setsid
+	mount_sbfs
+	echo live >"$MNT/f"
+	local id
+	id=sbfs-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+	start_orphan_tree "$id"
+	rm -rf "${T:?}/root/$id"
+	run timeout 60 sbfs sweep -o "$(backend_sweep_opts)"
+	assert_status 0
+	assert_output_has "killed the processes of sandbox $id ("
+	assert_output_has "its workspace is gone)"
+	# no poll: sweep returns once they are gone
+	[[ -z $(orphan_pids "$id") ]] || fail "still running after sweep: $(orphan_pids "$id")" || return 1
+	[[ $output != *"$SBFS_SANDBOX"* ]] || fail "sweep named the mounted sandbox: $output" || return 1
+	assert_eq "$(cat "$MNT/f")" live
+	assert_eq "$(sb cat "$WS/f")" live
 }
 
 @test "missing mountpoint: one-line error, nothing left behind" {

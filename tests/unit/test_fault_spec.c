@@ -68,6 +68,13 @@ static void test_nth_and_every(void)
 	CHECK_INT(fault_plan_next_held(&plan, SB_CALL_STAT, &hold), FAULT_LATE);
 	CHECK_INT(hold, FAULT_LATE_MS);
 
+	/* the create uses up no count of an any rule: its first call is
+	 * still the mounted sandbox's first */
+	CHECK(parses("error:any:1"));
+	CHECK_INT(fault_plan_next_held(&plan, SB_CALL_CREATE, &hold), FAULT_NONE);
+	run(SB_CALL_STAT, 2, got);
+	CHECK(!strcmp(got, "e."));
+
 	CHECK(parses("slow5000:exec:2+slow:stat:1"));
 	run(SB_CALL_EXEC, 3, got);
 	CHECK(!strcmp(got, ".w."));
@@ -124,10 +131,25 @@ static void test_rejects(void)
 	CHECK_INT(plan.rules[2].kind, FAULT_KIND_ANY);
 }
 
+/* The mount step: error only, and no rule on calls counts or fails it. */
+static void test_mount_step(void)
+{
+	CHECK(parses("error:mount:2"));
+	CHECK(!fault_plan_fails_mount(&plan));
+	CHECK(fault_plan_fails_mount(&plan));
+	CHECK(!fault_plan_fails_mount(&plan));
+	CHECK(parses("error:any:every1"));
+	CHECK(!fault_plan_fails_mount(&plan));
+	CHECK(!fault_plan_fails_mount(NULL));
+	CHECK(!parses("stall:mount:1"));
+	CHECK(strstr(err, "the mount step takes only error") != NULL);
+}
+
 int main(void)
 {
 	test_nth_and_every();
 	test_probability_is_seeded();
 	test_rejects();
+	test_mount_step();
 	return unit_done("fault_spec");
 }

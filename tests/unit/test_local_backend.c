@@ -213,6 +213,98 @@ static void file_ops(struct sb_backend *b, const char *host_ws)
 	close(fd);
 }
 
+/* The first child of pid (from /proc/PID/task/PID/children), or 0. */
+static pid_t first_child(pid_t pid)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	FILE *f = fopen(path, "re");
+	int c = 0;
+	if (f) {
+		if (fscanf(f, "%d", &c) != 1)
+			c = 0;
+		fclose(f);
+	}
+	return (pid_t)c;
+}
+
+static bool write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+	if (!f)
+		return false;
+	bool ok = fputs(text, f) >= 0;
+	return fclose(f) == 0 && ok;
+}
+
+/* A process gone, or a zombie (gone but for its parent's wait). */
+static bool process_gone(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return true;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *rp = strrchr(buf, ')');
+	return rp && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* destroy returns once every process of the sandbox is gone, not once
+ * bwrap is: one of them is held in a frozen cgroup (v1 freezer, root
+ * only), so the sandbox's pid 1 cannot finish dying until it is thawed,
+ * a second after the destroy began. */
+static void test_destroy_waits_for_every_process(const char *root)
+{
+	const char *fz = "/sys/fs/cgroup/freezer";
+	if (geteuid() != 0 || access(fz, W_OK) != 0) {
+		fprintf(stderr, "local_backend: no cgroup v1 freezer to write: destroy's wait not tested\n");
+		return;
+	}
+	struct sb_backend *b = local_sandbox(root, false);
+	CHECK(b != NULL);
+	if (!b)
+		return;
+	/* our only bwrap child: the others were destroyed before */
+	pid_t bwrap = 0;
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "pgrep -P %d -x bwrap", (int)getpid());
+	FILE *p = popen(cmd, "r");
+	if (p) {
+		int v;
+		if (fscanf(p, "%d", &v) == 1)
+			bwrap = v;
+		pclose(p);
+	}
+	pid_t init = bwrap > 0 ? first_child(bwrap) : 0;
+	pid_t shell = init > 0 ? first_child(init) : 0;
+	CHECK(shell > 0);
+	char cg[128], file[200], pidtext[32];
+	snprintf(cg, sizeof cg, "%s/sbfs-unit-%d", fz, (int)getpid());
+	CHECK(mkdir(cg, 0755) == 0);
+	snprintf(pidtext, sizeof pidtext, "%d", (int)shell);
+	snprintf(file, sizeof file, "%s/tasks", cg);
+	CHECK(shell > 0 && write_text(file, pidtext));
+	snprintf(file, sizeof file, "%s/freezer.state", cg);
+	CHECK(write_text(file, "FROZEN"));
+	pid_t thaw = fork();
+	if (thaw == 0) {
+		sleep(1);
+		_exit(write_text(file, "THAWED") ? 0 : 1);
+	}
+	CHECK_INT(sb_backend_destroy(b), 0);
+	/* no wait here: destroyed means gone */
+	CHECK(process_gone(shell));
+	CHECK(process_gone(init));
+	int ws = 0;
+	waitpid(thaw, &ws, 0);
+	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	write_text(file, "THAWED");
+	CHECK(rmdir(cg) == 0);
+}
+
 int main(void)
 {
 	char root[] = "/tmp/sbfs-local-test-XXXXXX";
@@ -347,6 +439,7 @@ int main(void)
 		CHECK(strstr(b->dead_reason, "lifetime (1 s) ended") != NULL);
 		CHECK_INT(sb_backend_destroy(b), 0);
 	}
+	test_destroy_waits_for_every_process(root);
 	rmdir(root);
 	return unit_done("local_backend");
 }
