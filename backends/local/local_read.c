@@ -69,23 +69,37 @@ static int refused(const struct local *l, const struct stat *st)
 }
 
 /* The file rel names, open for reading (the descriptor, or -errno), and
- * its attributes in st, taken from that descriptor: looked at
- * through an O_PATH descriptor first, so nothing but a regular file is
- * ever opened (opening a FIFO would release a writer blocked on it). */
+ * its attributes in st, taken from that descriptor. It is looked at
+ * through an O_PATH descriptor first and opened through that one (our
+ * own /proc/self/fd entry: the very inode looked at, whatever the name
+ * holds by then), so nothing but a regular file is ever opened: opening
+ * a FIFO would release a writer blocked on it, a device could act. */
 static int open_regular(const struct local *l, const char *rel, struct stat *st)
 {
 	int pfd = open_beneath(l->ws_fd, rel, O_PATH | O_NOFOLLOW);
 	if (pfd < 0)
 		return pfd;
 	int rc = fstat(pfd, st) < 0 ? -errno : refused(l, st);
-	close(pfd);
-	if (rc < 0)
+	if (rc < 0) {
+		close(pfd);
 		return rc;
-	/* O_NONBLOCK: whatever replaced it meanwhile must not hang us */
-	int fd = open_beneath(l->ws_fd, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	}
+	char self[64];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", pfd);
+	/* O_NONBLOCK, O_NOCTTY: belt and braces, it is a regular file */
+	int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+	int fd = open(self, flags);
+	if (fd < 0 && errno == ENOENT) /* no /proc here: by its name again */
+		fd = open_beneath(l->ws_fd, rel, flags | O_NOFOLLOW);
+	else if (fd < 0)
+		fd = -errno;
+	close(pfd);
 	if (fd < 0)
 		return fd == -ENXIO ? -EINVAL : fd;
+	struct stat seen = *st;
 	rc = fstat(fd, st) < 0 ? -errno : refused(l, st);
+	if (rc == 0 && (st->st_dev != seen.st_dev || st->st_ino != seen.st_ino))
+		rc = -EAGAIN; /* replaced between the two opens (no /proc) */
 	if (rc < 0) {
 		close(fd);
 		return rc;

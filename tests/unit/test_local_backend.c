@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -266,6 +267,50 @@ static int read_seen(struct sb_backend *b, const char *path, size_t len,
 	return sb_read_stream(b, path, 0, len, &sink, got);
 }
 
+/* A read of a FIFO a writer waits on must not open it: that would let
+ * the writer's open return (and its write fail). The writer is a child
+ * of ours on the host, blocked in open(2) until a reader comes; after the
+ * read, we are the first reader, and get its byte. */
+static void fifo_left_closed(struct sb_backend *b, const char *host_ws)
+{
+	char fifo[4300];
+	snprintf(fifo, sizeof fifo, "%s/pipe", host_ws);
+	pid_t w = fork();
+	if (w == 0) {
+		int fd = open(fifo, O_WRONLY);
+		_exit(fd >= 0 && write(fd, "x", 1) == 1 ? 0 : 1);
+	}
+	CHECK(w > 0);
+	/* until it waits in open(2) ("wait_for_partner"), where the kernel
+	 * tells; else the read may come first, which proves nothing */
+	char wchan[600], state[64] = "";
+	snprintf(wchan, sizeof wchan, "/proc/%d/wchan", (int)w);
+	for (double t0 = now(); now() - t0 < 10 && strcmp(state, "wait_for_partner");) {
+		FILE *f = fopen(wchan, "r");
+		if (f) {
+			if (!fgets(state, sizeof state, f))
+				state[0] = '\0';
+			fclose(f);
+		}
+		usleep(1000);
+	}
+	char rbuf[16];
+	size_t got = 0;
+	CHECK_INT(sb_read(b, "/workspace/pipe", 0, 65536, rbuf, &got), -EINVAL);
+	/* not blocking: a writer released before would have gone */
+	int fd = open(fifo, O_RDONLY | O_NONBLOCK);
+	CHECK(fd >= 0);
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	CHECK_INT(poll(&pf, 1, 10000), 1);
+	char c = 0;
+	CHECK_INT(read(fd, &c, 1), 1);
+	CHECK(c == 'x');
+	close(fd);
+	int st = -1;
+	CHECK_INT(waitpid(w, &st, 0), w);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 /* The reads that must never bring what they should not: through a
  * symlink to a device or out of the workspace, past a growing file's
  * size, or bytes of two versions. In the guest or natively, the same
@@ -299,6 +344,7 @@ static void read_guards(struct sb_backend *b, const char *host_ws,
 	double t0 = now();
 	CHECK_INT(sb_read(b, "/workspace/pipe", 0, 65536, rbuf, &got), -EINVAL);
 	CHECK(now() - t0 < 10);
+	fifo_left_closed(b, host_ws);
 	CHECK_INT(sb_read(b, "/workspace/zero", 0, 65536, rbuf, &got), -EINVAL);
 	CHECK_INT(got, 0);
 	CHECK_INT(sb_read(b, "/workspace/rd", 0, 65536, rbuf, &got), -EISDIR);
