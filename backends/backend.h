@@ -167,8 +167,9 @@ struct sb_watch_sink {
  * sb_NAME_ops, and NAME in backend_names (backends/meson.build). Required
  * slots: name, create, exec, destroy. Every file-op slot may be NULL: the
  * dispatcher then uses the shell implementation (shell_ops.h) over exec.
- * There is
- * deliberately no read slot: reads always run in the guest, capped. */
+ * Reads run in the guest, capped (shell_read), unless the backend can keep
+ * every promise of that read outside it (the read slot). */
+struct sb_read_sink;
 struct sb_backend_ops {
 	const char *name;
 	const char *summary;              /* one line for `sbfs --help` */
@@ -238,6 +239,15 @@ struct sb_backend_ops {
 		    struct stat *st);
 	int (*readlink)(struct sb_backend *b, const char *path, char **target);
 	int (*statfs)(struct sb_backend *b, const char *path, struct statvfs *st);
+	/* A read window as sb_read_stream describes it, served without a
+	 * command in the guest, with the guest read's promises: a regular
+	 * file only (the same errnos), reached without following a symlink,
+	 * nothing past the window or the size its identity gave, the
+	 * identity taken from the open file before the data and after each
+	 * segment (shell_read.c). A path it cannot serve so it hands to
+	 * shell_read itself. */
+	int (*read)(struct sb_backend *b, const char *path, off_t off, size_t len,
+		    const struct sb_read_sink *sink, size_t *got);
 
 	/* `sbfs sweep`: destroy sandboxes labelled by sbfs whose owning mount
 	 * is gone; print one line per sandbox handled. May be NULL. */

@@ -129,9 +129,9 @@ static int call_backend(struct sb_backend *b, void *arg)
 	switch (c->kind) {
 	case SB_CALL_EXEC:
 		return b->ops->exec(b, c->req, c->res);
-	case SB_CALL_READ: /* never native: see backend.h */
-		c->shell = true;
-		return shell_read(b, c->path, c->off, c->len, c->sink, c->got);
+	case SB_CALL_READ:
+		return NATIVE_OR_SHELL(read, shell_read, c->path, c->off, c->len,
+				       c->sink, c->got);
 	case SB_CALL_WRITE:
 		if (c->batch)
 			return write_batch(b, c);

@@ -8,8 +8,9 @@
 
 #include "backend.h"
 
-/* Reads are never native: a guarded check that path is a regular file,
- * its identity, then a dd bounded to the window (see sb_read_stream). */
+/* The guest's read: a guarded check that path is a regular file, its
+ * identity, then a dd bounded to the window (see sb_read_stream). A
+ * backend's read slot must keep each of these promises. */
 int shell_read(struct sb_backend *b, const char *path, off_t off, size_t len,
 	       const struct sb_read_sink *sink, size_t *got);
 

@@ -275,6 +275,7 @@ const struct sb_backend_ops sb_local_ops = {
 	.link = local_link,
 	.readlink = local_readlink,
 	.statfs = local_statfs,
+	.read = local_read,
 	.sweep = local_sweep,
 	.list_owned = local_list_owned,
 	.ns_many = local_ns_many,

@@ -1,7 +1,8 @@
 /* Private to the local backend: local.c (its life), local_workspace.c
  * (the host directory), local_bwrap.c (the sandbox process), local_exec.c
  * (commands in it), local_files.c (native file operations on the host
- * workspace dir), local_watch.c (its changes, reported by inotify). */
+ * workspace dir), local_read.c (reads there), local_watch.c (its
+ * changes, reported by inotify). */
 #ifndef SBFS_BACKENDS_LOCAL_H
 #define SBFS_BACKENDS_LOCAL_H
 
@@ -85,6 +86,11 @@ void local_watch_end(struct sb_backend *b, const char *rel, bool marked,
 		     const struct stat *left, bool gone);
 
 /* local_files.c */
+/* The part of a guest path under the workdir, or NULL when outside */
+const char *local_relative(struct sb_backend *b, const char *path);
+/* 0, or -EIO (the backend marked dead) once the sandbox is being
+ * destroyed: its workspace may still be open here */
+int local_check_live(struct sb_backend *b);
 int local_write_files(struct sb_backend *b, struct sb_upload *v, size_t n);
 int local_write_file(struct sb_backend *b, struct sb_upload *u);
 int local_list_dir(struct sb_backend *b, const char *path,
@@ -111,5 +117,10 @@ int local_link(struct sb_backend *b, const char *from, const char *to,
 	       struct stat *st);
 int local_readlink(struct sb_backend *b, const char *path, char **target);
 int local_statfs(struct sb_backend *b, const char *path, struct statvfs *st);
+
+/* local_read.c: a read window served on the host, as the guest's read
+ * would serve it (the backend's read slot) */
+int local_read(struct sb_backend *b, const char *path, off_t off, size_t len,
+	       const struct sb_read_sink *sink, size_t *got);
 
 #endif

@@ -31,8 +31,7 @@ struct loc {
 	char name[256];
 };
 
-/* Relative part of a guest path under workdir, or NULL when outside. */
-static const char *relative(struct sb_backend *b, const char *path)
+const char *local_relative(struct sb_backend *b, const char *path)
 {
 	const char *wd = b->spec.workdir;
 	size_t n = strlen(wd);
@@ -57,7 +56,7 @@ struct own {
 static struct own own_begin(struct sb_backend *b, const char *path)
 {
 	struct local *l = b->priv;
-	struct own o = {.rel = atomic_load(&l->watch) ? relative(b, path) : NULL};
+	struct own o = {.rel = atomic_load(&l->watch) ? local_relative(b, path) : NULL};
 	o.marked = o.rel && local_watch_begin(b, o.rel);
 	return o;
 }
@@ -75,6 +74,17 @@ static void own_end(struct sb_backend *b, const struct own *o, int rc, int dirfd
 			  : fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW);
 	bool gone = rc == 0 && s < 0 && errno == ENOENT;
 	local_watch_end(b, o->rel, o->marked, s == 0 ? &st : NULL, gone);
+}
+
+int local_check_live(struct sb_backend *b)
+{
+	struct local *l = b->priv;
+	/* A destroyed sandbox's workspace may still be open here: without
+	 * this, calls would go on against a deleted directory. */
+	pthread_mutex_lock(&l->lock);
+	bool stopped = l->stopping;
+	pthread_mutex_unlock(&l->lock);
+	return stopped ? sb_backend_fail(b, "sandbox %s was destroyed", b->id) : 0;
 }
 
 static int open_beneath(int wsfd, const char *rel, int *out)
@@ -95,14 +105,10 @@ static int open_beneath(int wsfd, const char *rel, int *out)
 static int locate(struct sb_backend *b, const char *path, struct loc *lc)
 {
 	struct local *l = b->priv;
-	/* A destroyed sandbox's workspace may still be open here: without
-	 * this, calls would go on against a deleted directory. */
-	pthread_mutex_lock(&l->lock);
-	bool stopped = l->stopping;
-	pthread_mutex_unlock(&l->lock);
-	if (stopped)
-		return sb_backend_fail(b, "sandbox %s was destroyed", b->id);
-	const char *rel = relative(b, path);
+	int live = local_check_live(b);
+	if (live < 0)
+		return live;
+	const char *rel = local_relative(b, path);
 	if (!rel)
 		return -EACCES;
 	char buf[4096];
@@ -169,14 +175,10 @@ static void show_guest_ids(struct sb_backend *b, struct stat *st)
 static int make_parents(struct sb_backend *b, const char *path)
 {
 	struct local *l = b->priv;
-	/* A destroyed sandbox's workspace may still be open here: without
-	 * this, calls would go on against a deleted directory. */
-	pthread_mutex_lock(&l->lock);
-	bool stopped = l->stopping;
-	pthread_mutex_unlock(&l->lock);
-	if (stopped)
-		return sb_backend_fail(b, "sandbox %s was destroyed", b->id);
-	const char *rel = relative(b, path);
+	int live = local_check_live(b);
+	if (live < 0)
+		return live;
+	const char *rel = local_relative(b, path);
 	if (!rel)
 		return -EACCES;
 	char buf[4096];

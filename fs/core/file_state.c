@@ -39,6 +39,7 @@ struct file_state *file_state_new(const char *spool_dir, off_t size,
 	f->remote_exists = remote_exists;
 	f->window = READ_WINDOW_MIN;
 	f->window_cap = READ_WINDOW_MAX;
+	f->link = READ_LINK_INIT;
 	f->seq_next = -1;
 	f->identity_known = remote_exists;
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
@@ -303,7 +304,8 @@ static int fetch_end(struct file_state *f, struct fetch *fe)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		long ms = (long)(now.tv_sec - fe->started.tv_sec) * 1000 +
 			  (now.tv_nsec - fe->started.tv_nsec) / 1000000;
-		f->window_cap = read_window_cap_after(f->window_cap, fe->got, ms);
+		f->window_cap = read_window_cap_after(&f->link, f->window_cap,
+						      fe->got, ms);
 	}
 	if (atomic_load(&f->content_gen) != fe->gen)
 		return r == -ECANCELED || r == -ESTALE ? -ESTALE : r < 0 ? r : -ESTALE;

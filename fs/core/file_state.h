@@ -70,6 +70,7 @@ struct file_state {
 	off_t seq_next;          /* where a sequential reader reads next */
 	size_t window;           /* current read window */
 	size_t window_cap;       /* its bound on this link (readahead.h) */
+	struct read_link link;   /* what its windows showed of the link */
 	/* A fetch met a full spool disk (file_state_drop_fetched): reads of
 	 * this file fetch one window at a time, at most half the room left. */
 	bool spool_tight;

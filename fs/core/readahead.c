@@ -95,14 +95,52 @@ size_t read_window_next(size_t window, int sequential)
 	return window >= READ_WINDOW_MAX / 2 ? READ_WINDOW_MAX : window * 2;
 }
 
-size_t read_window_cap_after(size_t cap, size_t bytes, long ms)
+/* Each window weighs this much more than the one before it. */
+#define READ_LINK_DECAY 0.75
+
+/* The link's ms per byte and fixed ms per call, from the windows so far
+ * (ms: the latest one's time); false while their sizes tell them not
+ * apart. A fixed cost is never below 0 nor above a window's time. */
+static bool link_line(const struct read_link *l, double ms, double *per_byte,
+		      double *fixed)
 {
-	if (ms > READ_WINDOW_SLOW_MS) {
-		size_t half = bytes / 2 - (bytes / 2) % READ_WINDOW_ALIGN;
-		if (half < cap)
-			cap = half;
-	} else if (ms < READ_WINDOW_SLOW_MS / 4 && bytes >= cap) {
-		cap = cap >= READ_WINDOW_MAX / 2 ? READ_WINDOW_MAX : cap * 2;
+	double spread = l->n * l->xx - l->x * l->x;
+	if (l->n < 1.5 || spread <= 1e-6 * l->n * l->xx)
+		return false;
+	*per_byte = (l->n * l->xy - l->x * l->y) / spread;
+	*fixed = (l->y - *per_byte * l->x) / l->n;
+	if (*fixed < 0)
+		*fixed = 0;
+	if (*fixed > ms)
+		*fixed = ms;
+	return true;
+}
+
+size_t read_window_cap_after(struct read_link *link, size_t cap, size_t bytes,
+			     long ms)
+{
+	double x = (double)bytes, y = ms > 0 ? (double)ms : 0;
+	link->n = link->n * READ_LINK_DECAY + 1;
+	link->x = link->x * READ_LINK_DECAY + x;
+	link->y = link->y * READ_LINK_DECAY + y;
+	link->xx = link->xx * READ_LINK_DECAY + x * x;
+	link->xy = link->xy * READ_LINK_DECAY + x * y;
+	double per_byte = 0, fixed = y;
+	bool known = link_line(link, y, &per_byte, &fixed);
+	if (!known || per_byte * x * READ_FIXED_SHARE <= y) {
+		/* the bytes took next to nothing, or nothing is known yet: a
+		 * window at the cap lets the next be larger */
+		if (bytes >= cap)
+			cap = cap >= READ_WINDOW_MAX / 2 ? READ_WINDOW_MAX : cap * 2;
+	} else {
+		double aim = fixed * READ_FIXED_SHARE;
+		if (aim < READ_WINDOW_AIM_MS)
+			aim = READ_WINDOW_AIM_MS;
+		if (aim > READ_WINDOW_LONGEST_MS)
+			aim = READ_WINDOW_LONGEST_MS;
+		double want = aim / per_byte;
+		cap = want >= (double)READ_WINDOW_MAX ? READ_WINDOW_MAX : (size_t)want;
 	}
+	cap -= cap % READ_WINDOW_ALIGN;
 	return cap < READ_WINDOW_MIN ? READ_WINDOW_MIN : cap;
 }

@@ -21,11 +21,18 @@
 /* Fetches in flight per file (the one a reader waits for included); each
  * streams into the spool, so this bounds round trips, not memory. */
 #define READ_INFLIGHT_MAX 8
-/* A window that took longer than this to arrive (its siblings in flight
- * sharing the link) halves the file's window cap; one that took under a
- * quarter of it, at the cap, doubles it. The largest windows are for a
- * fast link: on a slow one a window stays well inside a call's deadline. */
-#define READ_WINDOW_SLOW_MS 2000
+/* The window cap follows the link's throughput, not the wall time of a
+ * window: each call costs a fixed time (an exec's start: seconds on a
+ * slow engine) plus its bytes at the link's rate. The cap is what the
+ * link moves in READ_WINDOW_AIM_MS, or in READ_FIXED_SHARE times the fixed
+ * cost where that is longer (so the fixed cost stays a small part of a
+ * window's time: halving windows because a window took long, when most of
+ * its time was the exec's start, shrank them toward READ_WINDOW_MIN and
+ * made a 64 MiB read 550 calls), never past READ_WINDOW_LONGEST_MS, which
+ * keeps a window well inside a call's deadline (60 s by default). */
+#define READ_WINDOW_AIM_MS 2000
+#define READ_WINDOW_LONGEST_MS 16000
+#define READ_FIXED_SHARE 8
 
 struct read_plan_in {
 	const struct range_set *present; /* bytes the spool holds */
@@ -52,8 +59,20 @@ size_t read_plan(const struct read_plan_in *in, struct range *out, size_t max,
  * READ_WINDOW_MAX, back to READ_WINDOW_MIN otherwise. */
 size_t read_window_next(size_t window, int sequential);
 
-/* The window cap after a window of `bytes` arrived in `ms` (see
- * READ_WINDOW_SLOW_MS): between READ_WINDOW_MIN and READ_WINDOW_MAX. */
-size_t read_window_cap_after(size_t cap, size_t bytes, long ms);
+/* What one file's windows have shown of the link: a line through their
+ * (bytes, ms), recent ones weighing more, whose slope is the time per
+ * byte and whose intercept the fixed cost of a call. Windows of one size
+ * tell neither apart; sequential windows grow, so their sizes differ. */
+struct read_link {
+	double n, x, y, xx, xy; /* decayed sums over the windows */
+};
+#define READ_LINK_INIT ((struct read_link){0})
+
+/* The window cap after a window of `bytes` arrived in `ms`, link updated
+ * (see READ_WINDOW_AIM_MS): between READ_WINDOW_MIN and READ_WINDOW_MAX,
+ * on the READ_WINDOW_ALIGN grid. A window whose time was nearly all the
+ * fixed cost tells no throughput: at the cap it doubles the cap. */
+size_t read_window_cap_after(struct read_link *link, size_t cap, size_t bytes,
+			     long ms);
 
 #endif

@@ -203,9 +203,18 @@ for _ in range(int(sys.argv[2])):
 #   dd write: 1 (fsync); dd read, first byte: 1, the data streamed;
 #   random reads: 1 each, as the reader asks one after another;
 #   saves: 1 per save (its fsync must land it); rm -rf: 1 batch.
+#   the outbound tree (made in the sandbox, read cold on the host): 1 per
+#   directory level, each level's listings (and small files) asked
+#   together; the big file out: 1, the data streamed. The bytes at the
+#   link's rate are not counted: on `local` the link is the host's memory.
+OUT_TREE_KEYS = ("outfind", "outdu", "outgrep", "outcat", "outtar", "outcp")
+
+
 def limit_trips(key, p):
     if key == "rand4k":
         return RANDOM_READS
+    if key in OUT_TREE_KEYS:
+        return p["out_levels"]
     if key == "saves":
         return p["saves"]
     return 0 if key in ("gitst", "grep", "lswarm") else 1
@@ -268,8 +277,42 @@ def workloads(p):
          'sync .edit.txt.tmp; mv -f .edit.txt.tmp edit.txt; done', None),
         ("rm", "rm -rf tree + creates", "rm -rf tree creates edit.txt",
          "rm -rf lsdir pcreates untar " + " ".join(f"list{n_}" for n_ in p["list_sizes"])),
+    ] + outbound(p)
+
+
+def outbound(p):
+    """What the sandbox made, read cold on the host: each workload gets a
+    tree of its own, made out of band (by sbexec on sbfs) just before it,
+    so the mount has never seen it; the trees before it go."""
+    tree = (f"{p['out_files']:,} files, {p['out_made']} dirs, "
+            f"{p['out_bytes'] / 1e6:.0f} MB")
+    gen = (f"python3 -c {shquote(GEN_TREE)} out_$K --files {p['out_files']} "
+           f"--dirs {p['out_dirs']} >/dev/null")
+    steps = [
+        # (no "|" in a label: it ends a Markdown table's cell)
+        ("outfind", f"find (counted by wc -l) of a tree made in the sandbox ({tree}), cold",
+         "find out_outfind | wc -l >/dev/null"),
+        ("outdu", "du -s of such a tree, cold", "du -s out_outdu >/dev/null"),
+        ("outgrep", "grep -r of such a tree, cold",
+         "grep -r BENCHTOKEN out_outgrep >/dev/null"),
+        ("outcat", "cat of every file of such a tree, cold",
+         "find out_outcat -type f -exec cat {} + >/dev/null"),
+        # through a pipe: GNU tar reads nothing when the archive is /dev/null
+        ("outtar", "tar -cf - of such a tree, cold", "tar -cf - out_outtar | cat >/dev/null"),
+        ("outcp", "cp -r of such a tree out to the local disk, cold",
+         'cp -r out_outcp "$OUTDST/tree"'),
+    ]
+    made = [(k, label, script, "rm -rf out_*\n" + gen.replace("$K", k))
+            for k, label, script in steps]
+    return made + [
+        ("outbig", f"cp of a {p['out_mib']} MiB file made in the sandbox out to the local disk, cold",
+         'cp out.big "$OUTDST/big"',
+         f"rm -rf out_* && dd if=/dev/zero of=out.big bs=4M count={p['out_mib'] // 4} status=none"),
     ]
 
+
+with open(os.path.join(HERE, "gen_tree.py")) as _f:
+    GEN_TREE = _f.read()
 
 # ---------------------------------------------------------------- targets
 
@@ -564,7 +607,8 @@ def run_target(t, p, timeout, results, calls, requests, journal, lost):
             results[(t.name, w[0])] = why.split(" (")[0] + (
                 " (not implemented)" if "not implemented" in why else "")
         return why
-    env = {"SRC": p["src"], "SRCTAR": p["srctar"], "EDIT": "y" * 8000}
+    outdst = os.path.join(p["base"], "outdst")
+    env = {"SRC": p["src"], "SRCTAR": p["srctar"], "EDIT": "y" * 8000, "OUTDST": outdst}
     try:
         for key, label, script, oob in workloads(p):
             if p.get("workloads") and key not in p["workloads"]:
@@ -575,6 +619,8 @@ def run_target(t, p, timeout, results, calls, requests, journal, lost):
                     log(f"  {key}: setup failed rc={rc}: {err[-300:]}")
             if key in HOST_COLD:
                 drop_host_caches()
+            shutil.rmtree(outdst, ignore_errors=True)
+            os.makedirs(outdst)
             before = sbfs_status(t.path) if t.sbfs else None
             secs, rc, err = sh(script + t.barrier(), t.path, timeout, env)
             after = sbfs_status(t.path) if t.sbfs else None
@@ -601,6 +647,7 @@ def run_target(t, p, timeout, results, calls, requests, journal, lost):
                 + (f"  journal {journal[(t.name, key)]}" if (t.name, key) in journal else ""))
     finally:
         t.teardown()
+        shutil.rmtree(outdst, ignore_errors=True)
     return None
 
 
@@ -897,7 +944,8 @@ def main():
                     "'local disk,sbfs 0 ms,sshfs 50 ms'")
     ap.add_argument("--workloads", help="comma-separated workload keys to run "
                     "(create,pcreate,cp,untar,git,gitst,grep,lscold,lswarm,ddw,ddr,ddrhost,ttfb,"
-                    "rand4k,list100,list10000,list100000,saves,rm); "
+                    "rand4k,list100,list10000,list100000,saves,rm,"
+                    "outfind,outdu,outgrep,outcat,outtar,outcp,outbig); "
                     "later ones may need earlier ones (git needs cp)")
     ap.add_argument("--timeout", type=int, default=0,
                     help="per-workload timeout in seconds (default 600, quick 240)")
@@ -917,10 +965,12 @@ def main():
          "saves": 10 if q else 50, "tree_n": 60 if q else 282,
          "rss_mib": 256 if q else 1024, "exec_n": 30 if q else 100,
          "list_sizes": (100, 10000) if q else (100, 10000, 100000),
+         "out_files": 600 if q else 3000, "out_dirs": 46 if q else 230,
+         "out_mib": 64 if q else 200,
          "workloads": [w.strip() for w in a.workloads.split(",")] if a.workloads else None}
     timeout = a.timeout or (240 if q else 600)
-    unknown = set(p["workloads"] or ()) - {w[0] for w in workloads(dict(p, src="", tree_files=0,
-                                                                         tree_bytes=0))}
+    unknown = set(p["workloads"] or ()) - {w[0] for w in workloads(dict(
+        p, src="", tree_files=0, tree_bytes=0, out_made=0, out_bytes=0, out_levels=0))}
     if unknown:
         sys.exit(f"bench: unknown workload(s): {', '.join(sorted(unknown))}")
 
@@ -929,6 +979,7 @@ def main():
             sys.exit(f"bench: {tool} missing: build first (ninja -C build)")
     base = tempfile.mkdtemp(prefix="sbfs-bench-", dir=a.workdir)
     CLEAN.dirs.append(base)
+    p["base"] = base
     # Snapshot the binaries: a rebuild during the run must not change them.
     os.makedirs(os.path.join(base, "bin"))
     p["build"] = build_info()
@@ -947,6 +998,16 @@ def main():
                              capture_output=True, text=True, check=True).stdout
         m = re.match(r"(\d+) files, (\d+) bytes", out)
         p["tree_files"], p["tree_bytes"] = int(m.group(1)), int(m.group(2))
+        # The outbound tree's shape, from the same arguments here (the
+        # same bytes as the sandbox will make): for the labels and limits.
+        out = subprocess.run([sys.executable, os.path.join(HERE, "gen_tree.py"),
+                              os.path.join(base, "outprobe"), "--files", str(p["out_files"]),
+                              "--dirs", str(p["out_dirs"])],
+                             capture_output=True, text=True, check=True).stdout
+        m = re.match(r"(\d+) files, (\d+) bytes, \d+ dirs, (\d+) made, (\d+) levels", out)
+        p["out_bytes"], p["out_made"], p["out_levels"] = (int(m.group(2)), int(m.group(3)),
+                                                           int(m.group(4)))
+        shutil.rmtree(os.path.join(base, "outprobe"))
         p["srctar"] = os.path.join(base, "src.tar")
         subprocess.run(["tar", "-cf", p["srctar"], "-C", p["src"], "."], check=True)
 

@@ -7,6 +7,8 @@
 #include "backends/shell_ops.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -305,6 +307,185 @@ static void test_destroy_waits_for_every_process(const char *root)
 	CHECK(rmdir(cg) == 0);
 }
 
+/* What a read handed on, and a change made to the host file at the
+ * moment the read reported its identity: before any byte of it was read. */
+struct seen {
+	char ident[SB_IDENT_MAX];
+	off_t size;
+	off_t past;    /* the end of the furthest byte handed on */
+	bool wrong;    /* a byte that is not of the first version */
+	char want;     /* what every byte of the first version is */
+	const char *host;  /* the file, on the host */
+	enum { KEEP, GROW, REWRITE, REPLACE } change;
+};
+
+static int seen_ident(void *arg, const char *ident, off_t size)
+{
+	struct seen *v = arg;
+	snprintf(v->ident, sizeof v->ident, "%s", ident);
+	v->size = size;
+	if (v->change == KEEP)
+		return 0;
+	char other[4300];
+	snprintf(other, sizeof other, "%s.new", v->host);
+	int fd = v->change == GROW ? open(v->host, O_WRONLY | O_APPEND)
+	       : v->change == REWRITE ? open(v->host, O_WRONLY)
+	       : open(other, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	static char more[4 << 20];
+	memset(more, 'N', sizeof more);
+	size_t n = v->change == GROW ? sizeof more : (size_t)size;
+	CHECK_INT(write(fd, more, n), (ssize_t)n);
+	close(fd);
+	if (v->change == REPLACE)
+		CHECK_INT(rename(other, v->host), 0);
+	return 0;
+}
+
+static int seen_data(void *arg, off_t off, const char *d, size_t n)
+{
+	struct seen *v = arg;
+	if (off + (off_t)n > v->past)
+		v->past = off + (off_t)n;
+	for (size_t i = 0; i < n; i++)
+		v->wrong |= d[i] != v->want;
+	return 0;
+}
+
+static int read_seen(struct sb_backend *b, const char *path, size_t len,
+		     struct seen *v, size_t *got)
+{
+	struct sb_read_sink sink = {.ident = seen_ident, .data = seen_data, .arg = v};
+	return sb_read_stream(b, path, 0, len, &sink, got);
+}
+
+/* A read of a FIFO a writer waits on must not open it: that would let
+ * the writer's open return (and its write fail). The writer is a child
+ * of ours on the host, blocked in open(2) until a reader comes; after the
+ * read, we are the first reader, and get its byte. */
+static void fifo_left_closed(struct sb_backend *b, const char *host_ws)
+{
+	char fifo[4300];
+	snprintf(fifo, sizeof fifo, "%s/pipe", host_ws);
+	pid_t w = fork();
+	if (w == 0) {
+		int fd = open(fifo, O_WRONLY);
+		_exit(fd >= 0 && write(fd, "x", 1) == 1 ? 0 : 1);
+	}
+	CHECK(w > 0);
+	/* until it waits in open(2) ("wait_for_partner"), where the kernel
+	 * tells; else the read may come first, which proves nothing */
+	char wchan[600], state[64] = "";
+	snprintf(wchan, sizeof wchan, "/proc/%d/wchan", (int)w);
+	for (double t0 = now(); now() - t0 < 10 && strcmp(state, "wait_for_partner");) {
+		FILE *f = fopen(wchan, "r");
+		if (f) {
+			if (!fgets(state, sizeof state, f))
+				state[0] = '\0';
+			fclose(f);
+		}
+		usleep(1000);
+	}
+	char rbuf[16];
+	size_t got = 0;
+	CHECK_INT(sb_read(b, "/workspace/pipe", 0, 65536, rbuf, &got), -EINVAL);
+	/* not blocking: a writer released before would have gone */
+	int fd = open(fifo, O_RDONLY | O_NONBLOCK);
+	CHECK(fd >= 0);
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	CHECK_INT(poll(&pf, 1, 10000), 1);
+	char c = 0;
+	CHECK_INT(read(fd, &c, 1), 1);
+	CHECK(c == 'x');
+	close(fd);
+	int st = -1;
+	CHECK_INT(waitpid(w, &st, 0), w);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* The reads that must never bring what they should not: through a
+ * symlink to a device or out of the workspace, past a growing file's
+ * size, or bytes of two versions. In the guest or natively, the same
+ * answers; natively without a command in the guest. */
+static void read_guards(struct sb_backend *b, const char *host_ws,
+			const char *outside)
+{
+	struct out2 o;
+	struct sb_exec_result res;
+	char rbuf[65536];
+	size_t got = 0;
+	char cmd[1200];
+	snprintf(cmd, sizeof cmd,
+		 "head -c 100000 /dev/zero | tr '\\0' A > /workspace/r1; "
+		 "ln -s /dev/zero /workspace/zero; mkfifo /workspace/pipe; "
+		 "ln -s %s/secret /workspace/esc; ln -s %s /workspace/escdir; "
+		 "mkdir /workspace/rd", outside, outside);
+	CHECK_INT(run(b, &o, 30, &res, cmd), 0);
+	CHECK_INT(res.exit_code, 0);
+
+	uint64_t reads0 = atomic_load(&b->counters.calls[SB_CALL_READ]);
+	uint64_t shell0 = atomic_load(&b->counters.shell_fallbacks);
+	CHECK_INT(sb_read(b, "/workspace/r1", 99990, 65536, rbuf, &got), 0);
+	CHECK_MEM(rbuf, got, "AAAAAAAAAA", 10);
+	/* one call each, as the latency injected per call counts it; the
+	 * native one runs nothing in the guest */
+	CHECK_INT(atomic_load(&b->counters.calls[SB_CALL_READ]) - reads0, 1);
+	CHECK_INT(atomic_load(&b->counters.shell_fallbacks) - shell0,
+		  b->shell_only ? 1 : 0);
+
+	double t0 = now();
+	CHECK_INT(sb_read(b, "/workspace/pipe", 0, 65536, rbuf, &got), -EINVAL);
+	CHECK(now() - t0 < 10);
+	fifo_left_closed(b, host_ws);
+	CHECK_INT(sb_read(b, "/workspace/zero", 0, 65536, rbuf, &got), -EINVAL);
+	CHECK_INT(got, 0);
+	CHECK_INT(sb_read(b, "/workspace/rd", 0, 65536, rbuf, &got), -EISDIR);
+	CHECK_INT(sb_read(b, "/workspace/r1/x", 0, 65536, rbuf, &got), -ENOTDIR);
+	/* the host's files outside the workspace are not the sandbox's: to
+	 * it the link dangles */
+	CHECK_INT(sb_read(b, "/workspace/esc", 0, 65536, rbuf, &got), -EINVAL);
+	CHECK_INT(got, 0);
+	CHECK_INT(sb_read(b, "/workspace/escdir/secret", 0, 65536, rbuf, &got), -ENOENT);
+	CHECK_INT(got, 0);
+	if (b->shell_only)
+		return; /* the seams below act before the guest's first byte */
+
+	/* grows by 4 MiB after its identity: nothing past the size that
+	 * identity gave, and the read fails as changed */
+	char host[4300];
+	snprintf(host, sizeof host, "%s/r1", host_ws);
+	struct seen v = {.want = 'A', .host = host, .change = GROW};
+	CHECK_INT(read_seen(b, "/workspace/r1", 64 << 20, &v, &got), -EAGAIN);
+	CHECK_INT(v.size, 100000);
+	CHECK(v.past <= 100000);
+	CHECK(!v.wrong);
+	CHECK_INT(got, 0);
+
+	/* rewritten in place between its identity and its bytes: -EAGAIN,
+	 * never the new bytes as the old version's */
+	CHECK_INT(run(b, &o, 30, &res, "head -c 100000 /dev/zero | tr '\\0' A > /workspace/r1"), 0);
+	struct seen w = {.want = 'A', .host = host, .change = REWRITE};
+	int rc = read_seen(b, "/workspace/r1", 1 << 20, &w, &got);
+	CHECK_INT(rc, -EAGAIN);
+	CHECK_INT(got, 0);
+
+	/* replaced by a rename between the stat and the read, once the read
+	 * has opened it: the file it holds lost its name (its ctime moved),
+	 * so the read fails as changed; the next one is of the new file,
+	 * under another identity */
+	CHECK_INT(run(b, &o, 30, &res, "head -c 100000 /dev/zero | tr '\\0' A > /workspace/r1"), 0);
+	struct stat st;
+	CHECK_INT(sb_stat(b, "/workspace/r1", &st, NULL), 0);
+	struct seen x = {.want = 'A', .host = host, .change = REPLACE};
+	CHECK_INT(read_seen(b, "/workspace/r1", 1 << 20, &x, &got), -EAGAIN);
+	CHECK_INT(got, 0);
+	CHECK_INT(strtoull(strchr(x.ident, ' ') + 1, NULL, 10), st.st_ino);
+	struct seen y = {.want = 'N'};
+	CHECK_INT(read_seen(b, "/workspace/r1", 1 << 20, &y, &got), 0);
+	CHECK(!y.wrong && got == 100000);
+	CHECK(strtoull(strchr(y.ident, ' ') + 1, NULL, 10) != st.st_ino);
+}
+
 int main(void)
 {
 	char root[] = "/tmp/sbfs-local-test-XXXXXX";
@@ -372,6 +553,13 @@ int main(void)
 	CHECK_INT(res.term_signal, 9);
 
 	file_ops(b, ws);
+	char secret[700];
+	snprintf(secret, sizeof secret, "%s/secret", root);
+	FILE *sf = fopen(secret, "w");
+	CHECK(sf && fputs("host secret\n", sf) >= 0);
+	if (sf)
+		fclose(sf);
+	read_guards(b, ws, root);
 
 	/* the same through the shell fallbacks */
 	struct sb_backend *s = local_sandbox(root, true);
@@ -380,6 +568,7 @@ int main(void)
 		char sws[600];
 		snprintf(sws, sizeof(sws), "%s/%s", root, s->id);
 		file_ops(s, sws);
+		read_guards(s, sws, root);
 		CHECK(atomic_load(&s->counters.shell_fallbacks) > 20);
 		CHECK_INT(sb_backend_destroy(s), 0);
 		CHECK(access(sws, F_OK) != 0);
@@ -440,6 +629,7 @@ int main(void)
 		CHECK_INT(sb_backend_destroy(b), 0);
 	}
 	test_destroy_waits_for_every_process(root);
+	unlink(secret);
 	rmdir(root);
 	return unit_done("local_backend");
 }

@@ -15,6 +15,29 @@ static size_t plan(const struct range_set *present, const struct range *inflight
 	return read_plan(&in, out, READ_INFLIGHT_MAX, next);
 }
 
+/* A sequential read over a link whose calls take fixed_ms and then its
+ * bytes at bytes_per_ms: windows as read_plan grows them, each under the
+ * cap the last arrival left. The cap after n windows; *longest (if set)
+ * the longest window's time after the first few. */
+static size_t sequential_cap(long fixed_ms, double bytes_per_ms, int n,
+			     long *longest)
+{
+	struct read_link link = READ_LINK_INIT;
+	size_t cap = READ_WINDOW_MAX, w = READ_WINDOW_MIN;
+	if (longest)
+		*longest = 0;
+	for (int i = 0; i < n; i++) {
+		long ms = fixed_ms + (long)((double)w / bytes_per_ms);
+		if (longest && i >= n / 2 && ms > *longest)
+			*longest = ms;
+		cap = read_window_cap_after(&link, cap, w, ms);
+		w = read_window_next(w, 1);
+		if (w > cap)
+			w = cap;
+	}
+	return cap;
+}
+
 int main(void)
 {
 	struct range_set present = {0};
@@ -100,15 +123,43 @@ int main(void)
 		CHECK_INT(out[i].end - out[i].start, 2 * M);
 	CHECK_INT(next, 2 * M);
 
-	/* The cap follows how long windows take to arrive: halved by a slow
-	 * one, doubled by a quick one at the cap, never past the bounds. */
-	CHECK_INT(read_window_cap_after(READ_WINDOW_MAX, 8 * M, READ_WINDOW_SLOW_MS + 1), 4 * M);
-	CHECK_INT(read_window_cap_after(4 * M, 4 * M, 10), 8 * M);
-	CHECK_INT(read_window_cap_after(4 * M, 1 * M, 10), 4 * M); /* not at the cap */
-	CHECK_INT(read_window_cap_after(4 * M, 4 * M, READ_WINDOW_SLOW_MS), 4 * M);
-	CHECK_INT(read_window_cap_after(READ_WINDOW_MAX, READ_WINDOW_MAX, 1), READ_WINDOW_MAX);
-	CHECK_INT(read_window_cap_after(READ_WINDOW_MIN, 64 * K, 100000), READ_WINDOW_MIN);
-	CHECK_INT(read_window_cap_after(READ_WINDOW_MAX, 3 * M + 1, 100000) % READ_WINDOW_ALIGN, 0);
+	/* The cap follows the link's throughput beyond each call's fixed
+	 * cost, never past the bounds, on the alignment grid. */
+	struct read_link l = READ_LINK_INIT;
+	CHECK_INT(read_window_cap_after(&l, READ_WINDOW_MIN, 64 * K, 100000), READ_WINDOW_MIN);
+	l = READ_LINK_INIT;
+	CHECK_INT(read_window_cap_after(&l, READ_WINDOW_MAX, READ_WINDOW_MAX, 1), READ_WINDOW_MAX);
+	/* a window of nothing but the fixed cost, at the cap, doubles it;
+	 * not at the cap, it leaves it */
+	l = READ_LINK_INIT;
+	CHECK_INT(read_window_cap_after(&l, 4 * M, 4 * M, 3000), 8 * M);
+	CHECK_INT(read_window_cap_after(&l, 4 * M, 1 * M, 3000), 4 * M);
+	/* 3 MiB + 1 byte in 1.5 s beyond a 10 ms call: 2 s of it, aligned */
+	l = READ_LINK_INIT;
+	read_window_cap_after(&l, READ_WINDOW_MAX, 64 * K, 10);
+	size_t c = read_window_cap_after(&l, READ_WINDOW_MAX, 3 * M + 1, 1510);
+	CHECK_INT(c % READ_WINDOW_ALIGN, 0);
+	CHECK(c >= 3 * M && c <= 5 * M);
+
+	/* A slow engine: every call 3 s before its first byte, then 20 MiB/s
+	 * (docker's exec at 50 ms). The windows keep growing to the largest:
+	 * halving on a window's wall time took them to 128 KiB. */
+	CHECK_INT(sequential_cap(3000, 20.0 * M / 1000, 24, NULL), READ_WINDOW_MAX);
+	/* A fast link with a small fixed cost: the largest windows. */
+	CHECK_INT(sequential_cap(1, 1000.0 * M / 1000, 24, NULL), READ_WINDOW_MAX);
+	/* A slow link, 1 MiB/s at 50 ms: windows of about 2 s, never the
+	 * 64 s a 64 MiB window would take */
+	long longest = 0;
+	c = sequential_cap(50, 1.0 * M / 1000, 24, &longest);
+	CHECK(c >= 1 * M && c <= 4 * M);
+	CHECK(longest <= 2 * READ_WINDOW_AIM_MS + 50);
+	/* Slow on both counts (3 s a call, 256 KiB/s): the fixed cost kept a
+	 * small part of a window, the window within READ_WINDOW_LONGEST_MS */
+	c = sequential_cap(3000, 256.0 * K / 1000, 24, &longest);
+	CHECK(c >= 2 * M && c <= 4 * M);
+	CHECK(longest <= READ_WINDOW_LONGEST_MS + 3000 + 3000);
+	/* A link too slow for the smallest window: the smallest */
+	CHECK_INT(sequential_cap(50, 10.0 * K / 1000, 24, NULL), READ_WINDOW_MIN);
 
 	CHECK_INT(read_window_next(READ_WINDOW_MAX, 1), READ_WINDOW_MAX);
 	CHECK_INT(read_window_next(READ_WINDOW_MAX, 0), READ_WINDOW_MIN);

@@ -1,5 +1,6 @@
 /* The in-guest read (shell_read) against a real local sandbox, running the
- * script every backend runs: a window comes in segments, each handed on
+ * script every backend runs, and the local backend's native read, which
+ * keeps the same promises: a window comes in segments, each handed on
  * and checked in order; a request off the block grid is sliced right; a
  * file that changes while it is read ends the read with -EAGAIN after the
  * segments checked before the change, and no check covers bytes of two
@@ -185,18 +186,25 @@ static void changed_between_segments(struct sb_backend *b)
 int main(void)
 {
 	CHECK(mkdtemp(root) != NULL);
-	struct sb_backend *b = local_sandbox(root, true);
-	CHECK(b != NULL);
-	if (!b)
-		return 1;
-	const char *argv[] = {"sh", "-c", ": > /workspace/.marker", NULL};
-	struct sb_exec_req req = {.argv = argv, .stdin_fd = -1, .cancel_fd = -1};
-	struct sb_exec_result res;
-	CHECK_INT(sb_exec(b, &req, &res), 0);
-	CHECK_INT(res.exit_code, 0);
-	segments(b);
-	changed_between_segments(b);
-	CHECK_INT(sb_backend_destroy(b), 0);
+	/* the guest's read, then the local backend's own, which must hand
+	 * on and check the same segments */
+	for (int native = 0; native < 2; native++) {
+		struct sb_backend *b = local_sandbox(root, !native);
+		CHECK(b != NULL);
+		if (!b)
+			return 1;
+		const char *argv[] = {"sh", "-c", ": > /workspace/.marker", NULL};
+		struct sb_exec_req req = {.argv = argv, .stdin_fd = -1, .cancel_fd = -1};
+		struct sb_exec_result res;
+		CHECK_INT(sb_exec(b, &req, &res), 0);
+		CHECK_INT(res.exit_code, 0);
+		uint64_t shell0 = atomic_load(&b->counters.shell_fallbacks);
+		segments(b);
+		changed_between_segments(b);
+		if (native)
+			CHECK_INT(atomic_load(&b->counters.shell_fallbacks), shell0);
+		CHECK_INT(sb_backend_destroy(b), 0);
+	}
 	char cmd[200];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", root);
 	CHECK_INT(system(cmd), 0);
