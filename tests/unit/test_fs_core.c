@@ -411,33 +411,33 @@ static void test_read_caches_give_way(void)
 	struct t t;
 	setup(&t);
 	uint64_t a = make_closed(&t, "a", "aaaa");
-	CHECK_INT(t.fs.retained_count, 1);
+	CHECK_INT(t.fs.spool.kept_count, 1);
 	CHECK_INT(fs_unlink(&t.fs, ROOT, "a"), 0);
-	CHECK_INT(t.fs.retained_count, 0);
+	CHECK_INT(t.fs.spool.kept_count, 0);
 	fs_forget(&t.fs, a, 1);
 
 	uint64_t b = make_closed(&t, "b", "bbbb");
 	uint64_t c = make_closed(&t, "c", "cc");
-	CHECK_INT(t.fs.retained_count, 2);
+	CHECK_INT(t.fs.spool.kept_count, 2);
 	CHECK_INT(fs_rename(&t.fs, ROOT, "c", ROOT, "b", 0, NULL), 0);
-	CHECK_INT(t.fs.retained_count, 1); /* c's, now named b */
+	CHECK_INT(t.fs.spool.kept_count, 1); /* c's, now named b */
 	fs_forget(&t.fs, b, 1);
 
 	/* removed in the sandbox: the copy goes once the kernel forgets it */
 	uint64_t e = make_closed(&t, "e", "ee");
-	CHECK_INT(t.fs.retained_count, 2);
+	CHECK_INT(t.fs.spool.kept_count, 2);
 	CHECK_INT(mem_remove(t.b, W "/e"), 0);
 	fs_changed(&t.fs, "e", NULL);
 	CHECK_INT(look(&t, ROOT, "e"), 0);
 	fs_forget(&t.fs, e, 1);
-	CHECK_INT(t.fs.retained_count, 1);
+	CHECK_INT(t.fs.spool.kept_count, 1);
 
 	make_closed(&t, "d", "dd");
-	CHECK_INT(t.fs.retained_count, 2);
-	CHECK(wb_spool_room(&t.fs));
-	CHECK_INT(t.fs.retained_count, 0);
-	CHECK_INT(t.fs.retained_bytes, 0);
-	CHECK(!wb_spool_room(&t.fs)); /* nothing left to give */
+	CHECK_INT(t.fs.spool.kept_count, 2);
+	CHECK(spool_give_back(&t.fs, -ENOSPC, NULL, SPOOL_NEED_WRITE));
+	CHECK_INT(t.fs.spool.kept_count, 0);
+	CHECK_INT(t.fs.spool.kept_bytes, 0);
+	CHECK(!spool_give_back(&t.fs, -ENOSPC, NULL, SPOOL_NEED_WRITE)); /* nothing left to give */
 	/* what was cached is read from the sandbox again */
 	struct fs_open o = {.flags = O_RDONLY};
 	CHECK_INT(fs_open(&t.fs, c, &o), 0);
