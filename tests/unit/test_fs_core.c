@@ -4,6 +4,7 @@
  * write-back ordering, failure paths, notifications, lock order. */
 #include "tests/unit/unit.h"
 #include "tests/unit/mem_backend.h"
+#include "tests/unit/spool_fault.h"
 #include "backends/shell_run.h"
 #include "fs/coherence.h"
 #include "fs/fs_node.h"
@@ -492,6 +493,142 @@ static void test_read_gives_back_fetched(void)
 	file_unlock(f);
 	fs_release(&t.fs, r, o.fh);
 	teardown(&t);
+}
+
+/* ---- the spool's room, through its seam (spool_fault.h) ---- */
+
+/* A sandbox file of size bytes, each byte its offset's letter. */
+static char *letters(size_t size)
+{
+	char *d = malloc(size + 1);
+	for (size_t i = 0; i < size; i++)
+		d[i] = (char)('a' + i % 26);
+	d[size] = '\0';
+	return d;
+}
+
+/* Reads ino whole through an open handle, chunk bytes a call, and
+ * compares with want; the first failing read's result, or 0. */
+static long long read_whole(struct t *t, uint64_t ino, const char *want,
+			    size_t size, size_t chunk)
+{
+	struct fs_open o = {.flags = O_RDONLY};
+	long long r = fs_open(&t->fs, ino, &o);
+	char *buf = malloc(chunk);
+	for (size_t off = 0; r == 0 && off < size; off += chunk) {
+		size_t n = size - off < chunk ? size - off : chunk;
+		ssize_t got = fs_read(&t->fs, ino, o.fh, buf, n, (off_t)off,
+				      &(struct fs_later){0});
+		if (got != (ssize_t)n)
+			r = got < 0 ? got : -EIO;
+		else if (memcmp(buf, want + off, n) != 0)
+			r = -EILSEQ;
+	}
+	free(buf);
+	if (o.fh)
+		fs_release(&t->fs, ino, o.fh);
+	return r;
+}
+
+/* A file four times the spool disk's room reads whole: the fetch that
+ * fills the disk gives back what reads fetched and goes on a window at a
+ * time (the e2e test: spool.bats, 17 MB on a 4 MiB tmpfs). */
+static void test_spool_full_during_fetch(void)
+{
+	struct t t;
+	spool_fault_install(256 * 1024, 0);
+	setup(&t);
+	size_t size = 1024 * 1024;
+	char *data = letters(size);
+	mem_put(t.b, W "/big", data);
+	uint64_t big = look(&t, ROOT, "big");
+	CHECK_INT(read_whole(&t, big, data, size, 64 * 1024), 0);
+	CHECK(spool_fault_enospc() > 0); /* the disk did fill */
+	free(data);
+	teardown(&t);
+	spool_fault_remove();
+}
+
+struct reader {
+	struct t *t;
+	uint64_t ino;
+	const char *want;
+	size_t size;
+	long long result;
+};
+
+static void *reader_thread(void *arg)
+{
+	struct reader *r = arg;
+	r->result = read_whole(r->t, r->ino, r->want, r->size, 64 * 1024);
+	return NULL;
+}
+
+/* Two readers on a full spool disk both read whole: each one's retry
+ * finds room, not the room the other's fetch just took (f8d6107, 728c41b:
+ * seen only end to end, under load, before the seam). */
+static void test_spool_full_two_readers(void)
+{
+	struct t t;
+	spool_fault_install(384 * 1024, 0);
+	setup(&t);
+	size_t size = 1024 * 1024;
+	char *a = letters(size), *b = letters(size / 2);
+	mem_put(t.b, W "/a", a);
+	mem_put(t.b, W "/b", b);
+	struct reader ra = {&t, look(&t, ROOT, "a"), a, size, 1};
+	struct reader rb = {&t, look(&t, ROOT, "b"), b, size / 2, 1};
+	pthread_t th;
+	CHECK_INT(pthread_create(&th, NULL, reader_thread, &ra), 0);
+	reader_thread(&rb);
+	pthread_join(th, NULL);
+	CHECK_INT(ra.result, 0);
+	CHECK_INT(rb.result, 0);
+	CHECK(spool_fault_enospc() > 0);
+	free(a);
+	free(b);
+	teardown(&t);
+	spool_fault_remove();
+}
+
+/* Out of descriptors when a spool is made: the read caches, each holding
+ * one, give way and the open goes on (516e1e6: the 1,000th file read
+ * under a soft limit of 1,024). With nothing to give, the open fails
+ * with EMFILE and what was open stays whole. */
+static void test_spool_open_emfile(void)
+{
+	struct t t;
+	spool_fault_install(0, 3);
+	setup(&t);
+	make_closed(&t, "a", "aaaa");
+	make_closed(&t, "b", "bbbb");
+	make_closed(&t, "c", "cccc");
+	CHECK_INT(t.fs.spool.kept_count, 3);
+	mem_put(t.b, W "/d", "dddd");
+	uint64_t d = look(&t, ROOT, "d");
+	CHECK_INT(read_whole(&t, d, "dddd", 4, 4), 0);
+	CHECK(spool_fault_emfile() > 0);
+	CHECK_INT(t.fs.spool.kept_count, 1); /* d's own, kept now */
+
+	struct fs_open o[3];
+	uint64_t ino[3];
+	const char *names[3] = {"a", "b", "c"};
+	for (int i = 0; i < 3; i++) {
+		ino[i] = look(&t, ROOT, names[i]);
+		o[i] = (struct fs_open){.flags = O_RDONLY};
+		CHECK_INT(fs_open(&t.fs, ino[i], &o[i]), 0);
+	}
+	struct fs_open od = {.flags = O_RDONLY};
+	CHECK_INT(fs_open(&t.fs, d, &od), -EMFILE);
+	char buf[4];
+	for (int i = 0; i < 3; i++) {
+		CHECK_INT(fs_read(&t.fs, ino[i], o[i].fh, buf, 4, 0,
+				  &(struct fs_later){0}), 4);
+		CHECK(buf[0] == names[i][0]);
+		fs_release(&t.fs, ino[i], o[i].fh);
+	}
+	teardown(&t);
+	spool_fault_remove();
 }
 
 /* A reader takes the part of a window that came and was checked, while the
@@ -1611,6 +1748,9 @@ int main(void)
 	test_read_through_spool();
 	test_read_caches_give_way();
 	test_read_gives_back_fetched();
+	test_spool_full_during_fetch();
+	test_spool_full_two_readers();
+	test_spool_open_emfile();
 	test_read_takes_checked_segments();
 	test_read_ending_after_an_upload();
 	test_writeback_upload_before_dir_rename();
