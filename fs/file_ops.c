@@ -241,7 +241,7 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 	if (!f)
 		return -EBADF;
 	struct spool_read rd = {fs, n, f, buf, size, off};
-	ssize_t r = spool_try_again(fs, NULL, SPOOL_NEED_FETCH, read_attempt, &rd);
+	ssize_t r = spool_try_again(fs, NULL, read_attempt, &rd);
 	file_lock(f);
 	bool changed = f->remote_changed;
 	f->remote_changed = false;
@@ -288,7 +288,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t fh, const char *buf,
 	if (!f)
 		return -EBADF;
 	struct spool_write wr = {f, buf, size, off};
-	ssize_t r = spool_try_again(fs, NULL, SPOOL_NEED_WRITE, write_attempt, &wr);
+	ssize_t r = spool_try_again(fs, NULL, write_attempt, &wr);
 	fs_unpin_file(fs, ino);
 	return r;
 }

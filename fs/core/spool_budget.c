@@ -244,8 +244,7 @@ static size_t give_back_fetched(struct fs *fs, struct file_state *held)
 	return changed;
 }
 
-bool spool_give_back(struct fs *fs, int err, struct file_state *held,
-		     enum spool_need need)
+bool spool_give_back(struct fs *fs, int err, struct file_state *held)
 {
 	size_t changed = 0;
 	if (fs->spool.give_back_queued)
@@ -253,14 +252,13 @@ bool spool_give_back(struct fs *fs, int err, struct file_state *held,
 	table_lock(fs);
 	changed += drop_kept(fs);
 	table_unlock(fs);
-	if (err == -ENOSPC && need == SPOOL_NEED_FETCH)
+	if (err == -ENOSPC)
 		changed += give_back_fetched(fs, held);
 	return changed > 0;
 }
 
 int64_t spool_try_again(struct fs *fs, struct file_state *held,
-			enum spool_need need, int64_t (*attempt)(void *arg),
-			void *arg)
+			int64_t (*attempt)(void *arg), void *arg)
 {
 	int64_t r = attempt(arg);
 	if (!spool_full_error(r))
@@ -268,7 +266,7 @@ int64_t spool_try_again(struct fs *fs, struct file_state *held,
 	if (!held)
 		fs_mutex_lock(&fs->spool.full, FS_LOCK_SPOOL_FULL);
 	for (int tries = 0; spool_full_error(r) && tries < SPOOL_FULL_TRIES; tries++) {
-		if (!spool_give_back(fs, (int)r, held, need))
+		if (!spool_give_back(fs, (int)r, held))
 			break;
 		r = attempt(arg);
 	}

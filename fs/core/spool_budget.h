@@ -45,20 +45,16 @@ void fs_file_forget(struct fs *fs, struct node *n);
  * no descriptor to spare (-EMFILE, -ENFILE). */
 bool spool_full_error(int64_t err);
 
-/* Who needs the room: a read's fetch, or a write (a write or a journal
- * copy of what was written). */
-enum spool_need { SPOOL_NEED_FETCH, SPOOL_NEED_WRITE };
-
 /* The give-back policy, for a call that met err (spool_full_error): the
  * write-back queue's removed files and every spool kept only as a read
- * cache go (both hold disk and descriptors); on a full disk, a fetch also
- * has every clean open spool give back what reads fetched into it
- * (file_state_drop_fetched: each then fetches a window at a time within
- * half the room). held: the file lock the caller holds, or NULL; with
+ * cache go (both hold disk and descriptors); on a full disk, every clean
+ * open spool also gives back what reads fetched into it, to a read's
+ * fetch, a write and a journal copy alike: it is fetched again when
+ * wanted, what is written is not (file_state_drop_fetched: each then
+ * fetches a window at a time within half the room). held: the file lock the caller holds, or NULL; with
  * one held, other files' locks are only tried. Whether anything changed
  * (given back, or a spool newly fetching a window at a time). */
-bool spool_give_back(struct fs *fs, int err, struct file_state *held,
-		     enum spool_need need);
+bool spool_give_back(struct fs *fs, int err, struct file_state *held);
 
 /* Runs attempt(arg) (bytes, a count or -errno); while it meets a full
  * spool, gives back (spool_give_back) and tries again, up to eight times
@@ -66,7 +62,6 @@ bool spool_give_back(struct fs *fs, int err, struct file_state *held,
  * spool-full lock; with one held, without it (class 0 comes before the
  * file locks). Returns the last attempt's result. */
 int64_t spool_try_again(struct fs *fs, struct file_state *held,
-			enum spool_need need, int64_t (*attempt)(void *arg),
-			void *arg);
+			int64_t (*attempt)(void *arg), void *arg);
 
 #endif

@@ -154,8 +154,7 @@ int wb_commit(struct fs *fs, struct node *n, struct file_state *f)
 		int64_t old = f->wb_seq;
 		/* A copy needs room the caches may hold. */
 		struct journal_add ja = {w->j, f, rel};
-		int64_t seq = spool_try_again(fs, f, SPOOL_NEED_WRITE,
-					      journal_add_attempt, &ja);
+		int64_t seq = spool_try_again(fs, f, journal_add_attempt, &ja);
 		if (seq < 0) {
 			sb_warn("write-back: cannot journal %s (%s): uploading it now",
 				rel, strerror((int)-seq));

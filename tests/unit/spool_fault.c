@@ -134,3 +134,11 @@ unsigned long spool_fault_emfile(void)
 	pthread_mutex_unlock(&lock);
 	return n;
 }
+
+int64_t spool_fault_used(void)
+{
+	pthread_mutex_lock(&lock);
+	int64_t n = used();
+	pthread_mutex_unlock(&lock);
+	return n;
+}

@@ -15,5 +15,7 @@ void spool_fault_remove(void);
 /* Writes that met the full disk, and opens refused, so far. */
 unsigned long spool_fault_enospc(void);
 unsigned long spool_fault_emfile(void);
+/* Bytes the spools hold on the disk now. */
+int64_t spool_fault_used(void);
 
 #endif

@@ -435,10 +435,10 @@ static void test_read_caches_give_way(void)
 
 	make_closed(&t, "d", "dd");
 	CHECK_INT(t.fs.spool.kept_count, 2);
-	CHECK(spool_give_back(&t.fs, -ENOSPC, NULL, SPOOL_NEED_WRITE));
+	CHECK(spool_give_back(&t.fs, -ENOSPC, NULL));
 	CHECK_INT(t.fs.spool.kept_count, 0);
 	CHECK_INT(t.fs.spool.kept_bytes, 0);
-	CHECK(!spool_give_back(&t.fs, -ENOSPC, NULL, SPOOL_NEED_WRITE)); /* nothing left to give */
+	CHECK(!spool_give_back(&t.fs, -ENOSPC, NULL)); /* nothing left to give */
 	/* what was cached is read from the sandbox again */
 	struct fs_open o = {.flags = O_RDONLY};
 	CHECK_INT(fs_open(&t.fs, c, &o), 0);
@@ -544,6 +544,63 @@ static void test_spool_full_during_fetch(void)
 	uint64_t big = look(&t, ROOT, "big");
 	CHECK_INT(read_whole(&t, big, data, size, 64 * 1024), 0);
 	CHECK(spool_fault_enospc() > 0); /* the disk did fill */
+	free(data);
+	teardown(&t);
+	spool_fault_remove();
+}
+
+/* A write on a spool disk that readers' fetched windows fill: what reads
+ * fetched (clean, fetched again when wanted) gives way to the write as it
+ * does to a read, and the readers still read whole (issue 41 item 6: two
+ * 25 MiB writers got ENOSPC beside two readers of 100 MB files). */
+static void test_spool_full_write_beside_readers(void)
+{
+	struct t t;
+	spool_fault_install(640 * 1024, 0);
+	setup(&t);
+	size_t size = 512 * 1024;
+	char *data = letters(size);
+	static char buf[64 * 1024];
+	/* four readers, each one window in (no read-ahead on a first read):
+	 * 512 KiB of the 640 held by what they fetched */
+	struct fs_open ro[4];
+	uint64_t r[4];
+	static const char *const names[4] = {"r0", "r1", "r2", "r3"};
+	for (int i = 0; i < 4; i++) {
+		char path[64];
+		snprintf(path, sizeof path, W "/%s", names[i]);
+		mem_put(t.b, path, data);
+	}
+	for (int i = 0; i < 4; i++) {
+		r[i] = look(&t, ROOT, names[i]);
+		ro[i] = (struct fs_open){.flags = O_RDONLY};
+		CHECK_INT(fs_open(&t.fs, r[i], &ro[i]), 0);
+		CHECK_INT(fs_read(&t.fs, r[i], ro[i].fh, buf, sizeof buf, 0,
+				  &(struct fs_later){0}), (long long)sizeof buf);
+	}
+	CHECK(spool_fault_used() >= 512 * 1024);
+	CHECK_INT(spool_fault_enospc(), 0);
+	struct fs_open wo;
+	uint64_t w = make_file(&t, ROOT, "w", "", &wo);
+	memset(buf, 'w', sizeof buf);
+	for (off_t off = 0; off < 256 * 1024; off += (off_t)sizeof buf)
+		CHECK_INT(fs_write(&t.fs, w, wo.fh, buf, sizeof buf, off),
+			  (long long)sizeof buf);
+	CHECK_INT(fs_flush(&t.fs, w, wo.fh), 0);
+	fs_release(&t.fs, w, wo.fh);
+	char *landed = mem_get(t.b, W "/w");
+	CHECK(landed && strlen(landed) == 256 * 1024);
+	free(landed);
+	/* the readers read on, whole, through the handles they held */
+	for (int i = 0; i < 4; i++) {
+		for (size_t off = 0; off < size; off += sizeof buf) {
+			CHECK_INT(fs_read(&t.fs, r[i], ro[i].fh, buf, sizeof buf,
+					  (off_t)off, &(struct fs_later){0}),
+				  (long long)sizeof buf);
+			CHECK(memcmp(buf, data + off, sizeof buf) == 0);
+		}
+		fs_release(&t.fs, r[i], ro[i].fh);
+	}
 	free(data);
 	teardown(&t);
 	spool_fault_remove();
@@ -1751,6 +1808,7 @@ int main(void)
 	test_spool_full_during_fetch();
 	test_spool_full_two_readers();
 	test_spool_open_emfile();
+	test_spool_full_write_beside_readers();
 	test_read_takes_checked_segments();
 	test_read_ending_after_an_upload();
 	test_writeback_upload_before_dir_rename();
