@@ -7,8 +7,9 @@
 
 #include "fs_internal.h"
 
-/* Read caches that give way, tries in all: while something was given
- * back, another caller may take the room before this one's next try. */
+/* Tries after the first, while something was given back: another caller
+ * (a fetch under way, a journal copy) may take the room before the next
+ * try. */
 #define SPOOL_FULL_TRIES 8
 
 void fs_raise_open_files_limit(void)

@@ -16,7 +16,6 @@
 
 #include "fs.h"
 
-
 /* The read cache's bounds; a file bigger than a quarter of it is never
  * kept. */
 #define FS_RETAINED_MAX_FILES 4096
@@ -51,9 +50,10 @@ bool spool_full_error(int64_t err);
  * open spool also gives back what reads fetched into it, to a read's
  * fetch, a write and a journal copy alike: it is fetched again when
  * wanted, what is written is not (file_state_drop_fetched: each then
- * fetches a window at a time within half the room). held: the file lock the caller holds, or NULL; with
- * one held, other files' locks are only tried. Whether anything changed
- * (given back, or a spool newly fetching a window at a time). */
+ * fetches a window at a time within half the room). held: the file lock
+ * the caller holds, or NULL; with one held, other files' locks are only
+ * tried. Whether anything changed (given back, or a spool newly fetching
+ * a window at a time). */
 bool spool_give_back(struct fs *fs, int err, struct file_state *held);
 
 /* Runs attempt(arg) (bytes, a count or -errno); while it meets a full
