@@ -63,6 +63,10 @@ struct spool_budget {
 	 * gives back and tries again, so two do not take back each other's
 	 * room. */
 	pthread_mutex_t full;
+	/* Bumped by each give-back that changed something: a call that met
+	 * a full spool and then waited for the spool-full lock tries again
+	 * first if another gave back meanwhile. */
+	atomic_uint_fast64_t given;
 	/* Write-back's share, installed by wb_start: the queue lets go of the
 	 * files removed while they waited. How many it let go. Takes the
 	 * queue and table locks (a file lock may be held). */

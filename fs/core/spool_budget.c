@@ -255,20 +255,28 @@ bool spool_give_back(struct fs *fs, int err, struct file_state *held)
 	table_unlock(fs);
 	if (err == -ENOSPC)
 		changed += give_back_fetched(fs, held);
+	if (changed > 0)
+		atomic_fetch_add(&fs->spool.given, 1);
 	return changed > 0;
 }
 
 int64_t spool_try_again(struct fs *fs, struct file_state *held,
 			int64_t (*attempt)(void *arg), void *arg)
 {
+	uint64_t seen = atomic_load(&fs->spool.given);
 	int64_t r = attempt(arg);
 	if (!spool_full_error(r))
 		return r;
 	if (!held)
 		fs_mutex_lock(&fs->spool.full, FS_LOCK_SPOOL_FULL);
 	for (int tries = 0; spool_full_error(r) && tries < SPOOL_FULL_TRIES; tries++) {
-		if (!spool_give_back(fs, (int)r, held))
+		/* Another call gave back since this one's attempt (while it
+		 * waited for the lock): that room is tried first; giving back
+		 * now may find nothing left to give. */
+		if (atomic_load(&fs->spool.given) == seen &&
+		    !spool_give_back(fs, (int)r, held))
 			break;
+		seen = atomic_load(&fs->spool.given);
 		r = attempt(arg);
 	}
 	if (!held)

@@ -606,6 +606,35 @@ static void test_spool_full_write_beside_readers(void)
 	spool_fault_remove();
 }
 
+/* A call that met a full spool while another gave back (and so waited
+ * for the spool-full lock) tries the room made meanwhile before deciding:
+ * giving back itself then finds nothing left to give (spool.bats, two
+ * writers at once: the second one's ENOSPC, under the suite's load). */
+struct racing_attempt {
+	struct t *t;
+	int calls;
+};
+
+static int64_t attempt_beside_a_give_back(void *arg)
+{
+	struct racing_attempt *a = arg;
+	if (a->calls++ > 0)
+		return 7; /* the room the other call made */
+	CHECK(spool_give_back(&a->t->fs, -ENOSPC, NULL));
+	return -ENOSPC;
+}
+
+static void test_spool_room_given_meanwhile_is_tried(void)
+{
+	struct t t;
+	setup(&t);
+	make_closed(&t, "a", "aaaa"); /* a read cache: the room to give */
+	struct racing_attempt a = {&t, 0};
+	CHECK_INT(spool_try_again(&t.fs, NULL, attempt_beside_a_give_back, &a), 7);
+	CHECK_INT(a.calls, 2);
+	teardown(&t);
+}
+
 struct reader {
 	struct t *t;
 	uint64_t ino;
@@ -1809,6 +1838,7 @@ int main(void)
 	test_spool_full_two_readers();
 	test_spool_open_emfile();
 	test_spool_full_write_beside_readers();
+	test_spool_room_given_meanwhile_is_tried();
 	test_read_takes_checked_segments();
 	test_read_ending_after_an_upload();
 	test_writeback_upload_before_dir_rename();
