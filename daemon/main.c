@@ -1,13 +1,13 @@
 /* sbfs: mount a sandbox's workspace, or talk to a running mount. */
 #include <limits.h>
 #include <stdio.h>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../control/client.h"
 #include "../control/progress.h"
+#include "../fs/core/fs.h"
 #include "../fs/writeback/wb_journal.h"
 #include "../util/log.h"
 #include "list_owned.h"
@@ -225,22 +225,6 @@ static int sweep_command(int argc, char **argv)
 	return status;
 }
 
-/* Every open file and every read cache entry holds a spool descriptor: a
- * soft limit of 1024 (Debian's default) made the 1,000th file read fail
- * with EMFILE. Up to the hard limit, at most 65,536 (the sandbox's own
- * processes inherit it). */
-static void raise_open_files_limit(void)
-{
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		return;
-	rlim_t want = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
-	if (rl.rlim_cur < want) {
-		rl.rlim_cur = want;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	sb_log_set_prefix("sbfs");
@@ -280,7 +264,7 @@ int main(int argc, char **argv)
 		return r < 0 ? 2 : 0;
 	}
 	wb_journal_recover(stderr);
-	raise_open_files_limit();
+	fs_raise_open_files_limit();
 	int status = sbfs_mount_run(&o);
 	mount_options_free(&o);
 	return status;

@@ -82,16 +82,8 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 	} else if (n && err == 0 && S_ISDIR(n->st.st_mode)) {
 		err = -EISDIR;
 	} else if (n && err == 0) {
-		for (int tries = 0; !n->file && tries < 2; tries++) {
-			n->file = file_state_new(fs->cfg.spool_dir,
-						 created ? 0 : n->st.st_size,
-						 created ? create_mode : n->st.st_mode,
-						 !created);
-			/* Out of descriptors: the read cache holds many. */
-			bool no_fds = !n->file && (errno == EMFILE || errno == ENFILE);
-			if (!no_fds || fs_drop_read_caches_locked(fs) == 0)
-				break;
-		}
+		n->file = spool_new(fs, created ? 0 : n->st.st_size,
+				    created ? create_mode : n->st.st_mode, !created);
 		if (!n->file) {
 			err = -errno;
 		} else {
@@ -226,77 +218,21 @@ static ssize_t read_spool(struct fs *fs, struct node *n, struct file_state *f,
 	return r;
 }
 
-#define SPOOL_FULL_TRIES 8
+struct spool_read {
+	struct fs *fs;
+	struct node *n;
+	struct file_state *f;
+	char *buf;
+	size_t size;
+	off_t off;
+};
 
-/* Every clean open spool gives back what reads fetched into it
- * (file_state_drop_fetched). Whether any did. No lock held. */
-static bool drop_open_fetched(struct fs *fs)
+static int64_t read_attempt(void *arg)
 {
-	size_t n = 0, cap = 0;
-	uint64_t *inos = NULL;
-	struct file_state **files = NULL;
-	table_lock(fs);
-	for (size_t i = 0; i < fs->t.nbuckets; i++) {
-		for (struct node *nd = fs->t.by_ino[i]; nd; nd = nd->ino_next) {
-			struct file_state *f = nd->file;
-			if (!f || f->handles == 0 || f->dirty)
-				continue;
-			if (n == cap) {
-				cap = cap ? 2 * cap : 16;
-				uint64_t *vi = realloc(inos, cap * sizeof *vi);
-				if (vi)
-					inos = vi;
-				struct file_state **vf = realloc(files, cap * sizeof *vf);
-				if (vf)
-					files = vf;
-				if (!vi || !vf)
-					goto listed;
-			}
-			inos[n] = nd->ino;
-			files[n++] = fs_pin_file(fs, nd);
-		}
-	}
-listed:
-	table_unlock(fs);
-	bool any = false;
-	for (size_t i = 0; i < n; i++) {
-		file_lock(files[i]);
-		any = file_state_drop_fetched(files[i]) == 0 || any;
-		file_unlock(files[i]);
-		fs_unpin_file(fs, inos[i]);
-	}
-	free(inos);
-	free(files);
-	return any;
-}
-
-/* A read that met a full spool disk (r: -ENOSPC) or no descriptor to
- * spare (-EMFILE, -ENFILE). What it fetches is kept in the spool: the
- * read caches give way, and what reads of open files fetched (each then
- * fetches one window at a time, within half the room); the read caches
- * also hold descriptors, which the read's guest command needs. One such
- * reader at a time, so two do not take back each other's room; it tries
- * again while something was given back. f->lock NOT held. */
-static ssize_t read_spool_full(struct fs *fs, struct node *n,
-			       struct file_state *f, char *buf, size_t size,
-			       off_t off, ssize_t r)
-{
-	fs_mutex_lock(&fs->spool_full, FS_LOCK_SPOOL_FULL);
-	for (int tries = 0; (r == -ENOSPC || r == -EMFILE || r == -ENFILE) &&
-			    tries < SPOOL_FULL_TRIES; tries++) {
-		file_lock(f);
-		bool was_tight = f->spool_tight || r != -ENOSPC;
-		file_unlock(f);
-		bool room = wb_spool_room(fs);
-		if (r == -ENOSPC)
-			room = drop_open_fetched(fs) || room;
-		if (!room && was_tight)
-			break;
-		file_lock(f);
-		r = read_spool(fs, n, f, buf, size, off);
-		file_unlock(f);
-	}
-	fs_mutex_unlock(&fs->spool_full, FS_LOCK_SPOOL_FULL);
+	struct spool_read *a = arg;
+	file_lock(a->f);
+	ssize_t r = read_spool(a->fs, a->n, a->f, a->buf, a->size, a->off);
+	file_unlock(a->f);
 	return r;
 }
 
@@ -310,13 +246,9 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 	struct file_state *f = fs_handle_file(fs, fh, &n);
 	if (!f)
 		return -EBADF;
+	struct spool_read rd = {fs, n, f, buf, size, off};
+	ssize_t r = spool_try_again(fs, NULL, read_attempt, &rd);
 	file_lock(f);
-	ssize_t r = read_spool(fs, n, f, buf, size, off);
-	if (r == -ENOSPC || r == -EMFILE || r == -ENFILE) {
-		file_unlock(f);
-		r = read_spool_full(fs, n, f, buf, size, off, r);
-		file_lock(f);
-	}
 	bool changed = f->remote_changed;
 	f->remote_changed = false;
 	file_unlock(f);
@@ -335,6 +267,22 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 	return r;
 }
 
+struct spool_write {
+	struct file_state *f;
+	const char *buf;
+	size_t size;
+	off_t off;
+};
+
+static int64_t write_attempt(void *arg)
+{
+	struct spool_write *a = arg;
+	file_lock(a->f);
+	ssize_t r = file_state_write(a->f, a->buf, a->size, a->off);
+	file_unlock(a->f);
+	return r;
+}
+
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t fh, const char *buf,
 		 size_t size, off_t off)
 {
@@ -345,15 +293,8 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t fh, const char *buf,
 	struct file_state *f = fs_handle_file(fs, fh, &n);
 	if (!f)
 		return -EBADF;
-	file_lock(f);
-	ssize_t r = file_state_write(f, buf, size, off);
-	file_unlock(f);
-	/* The spools kept only to be read again give way to a write. */
-	if (r == -ENOSPC && wb_spool_room(fs)) {
-		file_lock(f);
-		r = file_state_write(f, buf, size, off);
-		file_unlock(f);
-	}
+	struct spool_write wr = {f, buf, size, off};
+	ssize_t r = spool_try_again(fs, NULL, write_attempt, &wr);
 	fs_unpin_file(fs, ino);
 	return r;
 }

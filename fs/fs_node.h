@@ -5,6 +5,7 @@
 #define SBFS_FS_NODE_H
 
 #include "core/fs_internal.h"
+#include "core/spool_budget.h"
 #include "fs_ops.h"
 
 /* Kernel notifications (struct fs_notify), when a kernel listens. No fs

@@ -1,4 +1,5 @@
 #include "file_state.h"
+#include "spool_io.h"
 #include "../../util/fd_copy.h"
 #include "../../util/log.h"
 
@@ -8,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 static atomic_size_t live_spools;
@@ -24,7 +24,7 @@ struct file_state *file_state_new(const char *spool_dir, off_t size,
 	struct file_state *f = calloc(1, sizeof *f);
 	if (!f)
 		return NULL;
-	f->fd = open(spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	f->fd = spool_io()->open(spool_dir);
 	if (f->fd < 0) {
 		int e = errno;
 		free(f);
@@ -59,7 +59,7 @@ void file_state_free(struct file_state *f)
 	pthread_mutex_unlock(&f->lock);
 	pthread_cond_destroy(&f->fetched);
 	if (f->fd >= 0) /* -1: parked, its journal entry held it */
-		close(f->fd);
+		spool_io()->close(f->fd);
 	atomic_fetch_sub(&live_spools, 1);
 	range_set_free(&f->present);
 	pthread_mutex_destroy(&f->lock);
@@ -112,7 +112,7 @@ static void changed_here(struct file_state *f)
 static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
 {
 	while (len > 0) {
-		ssize_t n = pwrite(fd, buf, len, off);
+		ssize_t n = spool_io()->pwrite(fd, buf, len, off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -503,10 +503,10 @@ static bool is_sequential(const struct file_state *f, off_t off)
  * smallest): its other half is for whatever else is written meanwhile. */
 static size_t tight_window(const struct file_state *f, size_t w)
 {
-	struct statvfs sv;
-	if (fstatvfs(f->fd, &sv) < 0)
+	int64_t room = spool_io()->room(f->fd);
+	if (room < 0)
 		return READ_WINDOW_MIN;
-	uint64_t half = (uint64_t)sv.f_bavail * sv.f_frsize / 2;
+	uint64_t half = (uint64_t)room / 2;
 	if (half < w)
 		w = (size_t)half;
 	return w < READ_WINDOW_MIN ? READ_WINDOW_MIN : w;
@@ -594,8 +594,9 @@ int file_state_drop_fetched(struct file_state *f)
 	/* to a whole block past the end: a partly covered block is only
 	 * zeroed, not given back */
 	off_t len = st.st_size + st.st_blksize - st.st_size % st.st_blksize;
-	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, len) < 0 &&
-	    (ftruncate(f->fd, 0) < 0 || ftruncate(f->fd, st.st_size) < 0))
+	const struct spool_io *io = spool_io();
+	if (io->punch(f->fd, 0, len) < 0 &&
+	    (io->truncate(f->fd, 0) < 0 || io->truncate(f->fd, st.st_size) < 0))
 		return -errno;
 	range_set_clear(&f->present);
 	return 0;
@@ -604,7 +605,7 @@ int file_state_drop_fetched(struct file_state *f)
 int file_state_truncate(struct file_state *f, off_t size)
 {
 	wait_fetches(f, size < f->size ? size : f->size, INT64_MAX);
-	if (ftruncate(f->fd, size) < 0)
+	if (spool_io()->truncate(f->fd, size) < 0)
 		return -errno;
 	range_set_clip(&f->present, size);
 	if (size > f->size) {
@@ -640,7 +641,7 @@ int file_state_fit_spool(struct file_state *f)
 		return -errno;
 	if (st.st_size == f->size)
 		return 0;
-	if (ftruncate(f->fd, f->size) < 0)
+	if (spool_io()->truncate(f->fd, f->size) < 0)
 		return -errno;
 	/* the truncate moved the spool's times */
 	if (f->times_wanted_set && futimens(f->fd, f->times_wanted) < 0)
@@ -765,7 +766,7 @@ void file_state_revalidate(struct file_state *f, off_t size,
 		return;
 	}
 	drop_content(f);
-	if (ftruncate(f->fd, 0) < 0) {
+	if (spool_io()->truncate(f->fd, 0) < 0) {
 		/* the ranges are what count; the bytes are rewritten */
 	}
 	f->size = size;

@@ -44,6 +44,34 @@ struct fs_notify {
 };
 
 struct file_state;
+struct fs;
+
+/* The spool's room: its fields are changed by spool_budget.c alone (and
+ * give_back_queued installed by write-back). */
+struct spool_budget {
+	/* Spools kept after their last close, as a read cache; most recently
+	 * closed first. Table lock. */
+	struct file_state *kept_head, *kept_tail;
+	size_t kept_count;
+	off_t kept_bytes;
+	/* While more spools than this exist (open or kept: each holds a
+	 * descriptor), none is kept: half the open files limit; the other
+	 * half is for the backend's connections and pipes, and the commands
+	 * reads and sbexec run. */
+	size_t fd_budget;
+	/* The spool-full lock (lock_order.h, class 0): one caller at a time
+	 * gives back and tries again, so two do not take back each other's
+	 * room. */
+	pthread_mutex_t full;
+	/* Bumped by each give-back that changed something: a call that met
+	 * a full spool and then waited for the spool-full lock tries again
+	 * first if another gave back meanwhile. */
+	atomic_uint_fast64_t given;
+	/* Write-back's share, installed by wb_start: the queue lets go of the
+	 * files removed while they waited. How many it let go. Takes the
+	 * queue and table locks (a file lock may be held). */
+	size_t (*give_back_queued)(struct fs *fs);
+};
 
 struct fs {
 	struct sb_backend *b;
@@ -53,16 +81,7 @@ struct fs {
 	uid_t uid;            /* the mounting user: the sandbox's user shows */
 	gid_t gid;            /* as this one unless -o idmap=none */
 	struct fs_notify notify;
-	/* Spools kept after their last close, as a read cache; most recently
-	 * closed first. Table lock. */
-	struct file_state *retained_head, *retained_tail;
-	size_t retained_count;
-	off_t retained_bytes;
-	/* While more spools than this exist (open or kept: each holds a
-	 * descriptor), none is kept: half the open files limit (fs_init). */
-	size_t spool_fd_budget;
-	/* Serialises the reads that met a full spool disk (lock_order.h). */
-	pthread_mutex_t spool_full;
+	struct spool_budget spool; /* the spool's room (spool_budget.h) */
 	struct wb *wb;        /* write-back queue; NULL in the default mode */
 	/* While the backend's watch reports every change (coherence.h:
 	 * fs_changed), what the mount caches stays until a change to it is
@@ -94,5 +113,10 @@ struct fs {
 
 int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg);
 void fs_destroy(struct fs *fs);
+/* Raises the soft open files limit to the hard one, at most 65,536: every
+ * open file and every read cache entry holds a spool descriptor, and
+ * under Debian's default of 1,024 the 1,000th file read failed with
+ * EMFILE. Before the sandbox starts: its processes inherit it. */
+void fs_raise_open_files_limit(void);
 
 #endif

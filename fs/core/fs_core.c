@@ -1,7 +1,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 
 #include "../../util/log.h"
 #include "fs_internal.h"
+#include "spool_budget.h"
 
 struct timespec fs_now(void)
 {
@@ -219,116 +219,6 @@ int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f)
 }
 
 
-static void retained_unlink(struct fs *fs, struct file_state *f)
-{
-	if (!f->retained)
-		return;
-	if (f->lru_prev)
-		f->lru_prev->lru_next = f->lru_next;
-	else
-		fs->retained_head = f->lru_next;
-	if (f->lru_next)
-		f->lru_next->lru_prev = f->lru_prev;
-	else
-		fs->retained_tail = f->lru_prev;
-	f->lru_prev = f->lru_next = NULL;
-	f->retained = false;
-	fs->retained_count--;
-	fs->retained_bytes -= f->size;
-}
-
-static void drop_spool(struct fs *fs, struct node *n)
-{
-	struct file_state *f = n->file;
-	retained_unlink(fs, f);
-	if (!f->unlinked) {
-		/* Remember what the page cache holds so the next open can
-		 * keep it if the sandbox's copy did not change. */
-		n->cached_content = true;
-		n->cached_size = f->size;
-		n->cached_mtime = n->st.st_mtim;
-	}
-	n->file = NULL;
-	file_state_free(f);
-	node_release_if_unused(&fs->t, n);
-}
-
-void fs_file_reuse(struct fs *fs, struct file_state *f)
-{
-	retained_unlink(fs, f);
-}
-
-void fs_file_forget(struct fs *fs, struct node *n)
-{
-	if (n->file && n->file->retained && n->file->pins == 0)
-		drop_spool(fs, n);
-}
-
-/* Makes room in the read cache: its oldest spool goes, or, while a call
- * holds it pinned, leaves the cache (the unpin decides again). */
-static void drop_oldest_retained(struct fs *fs)
-{
-	struct file_state *old = fs->retained_tail;
-	if (old->pins > 0)
-		retained_unlink(fs, old);
-	else
-		drop_spool(fs, old->owner);
-}
-
-size_t fs_drop_read_caches_locked(struct fs *fs)
-{
-	size_t dropped = 0;
-	for (; fs->retained_tail; dropped++)
-		drop_oldest_retained(fs);
-	return dropped;
-}
-
-size_t fs_drop_read_caches(struct fs *fs)
-{
-	table_lock(fs);
-	size_t dropped = fs_drop_read_caches_locked(fs);
-	table_unlock(fs);
-	return dropped;
-}
-
-void fs_file_unref(struct fs *fs, struct node *n)
-{
-	struct file_state *f = n->file;
-	if (!f || f->handles > 0 || f->pins > 0)
-		return;
-	if (f->retained) {
-		/* The cached copy of a name that is gone would hold its
-		 * spool's disk space until the cache's budget pushed it out. */
-		if (f->unlinked)
-			drop_spool(fs, n);
-		return;
-	}
-	if (f->dirty && !f->unlinked)
-		return; /* pending upload: kept until it lands */
-	if (f->unlinked || !n->parent || f->present.n == 0 ||
-	    f->size > FS_RETAINED_MAX_FILE_BYTES ||
-	    file_state_live() > fs->spool_fd_budget) {
-		drop_spool(fs, n);
-		return;
-	}
-	f->owner = n;
-	f->retained = true;
-	f->lru_prev = NULL;
-	f->lru_next = fs->retained_head;
-	if (fs->retained_head)
-		fs->retained_head->lru_prev = f;
-	fs->retained_head = f;
-	if (!fs->retained_tail)
-		fs->retained_tail = f;
-	fs->retained_count++;
-	fs->retained_bytes += f->size;
-	while (fs->retained_tail && fs->retained_tail != f &&
-	       (fs->retained_count > FS_RETAINED_MAX_FILES ||
-		file_state_live() > fs->spool_fd_budget ||
-		fs->retained_bytes > FS_RETAINED_MAX_BYTES))
-		drop_oldest_retained(fs);
-}
-
 int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg)
 {
 	memset(fs, 0, sizeof *fs);
@@ -339,13 +229,7 @@ int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg)
 	fs->gid = cfg->owner_gid >= 0 ? (gid_t)cfg->owner_gid : getgid();
 	if (!fs->workdir)
 		return -ENOMEM;
-	/* The other half of the descriptors is for the backend's
-	 * connections and pipes, and the commands reads and sbexec run. */
-	struct rlimit rl;
-	fs->spool_fd_budget = SIZE_MAX;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		fs->spool_fd_budget = rl.rlim_cur / 2;
-	pthread_mutex_init(&fs->spool_full, NULL);
+	spool_budget_init(&fs->spool);
 	int rc = node_table_init(&fs->t, 0755);
 	fs->t.max_nodes = cfg->max_nodes;
 	return rc;
@@ -368,7 +252,7 @@ void fs_destroy(struct fs *fs)
 			for (struct node *n = fs->t.by_ino[i]; n; n = n->ino_next)
 				free_files(n, NULL);
 		node_table_destroy(&fs->t);
-		pthread_mutex_destroy(&fs->spool_full);
+		spool_budget_destroy(&fs->spool);
 	}
 	free(fs->workdir);
 	fs->workdir = NULL;

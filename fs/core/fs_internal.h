@@ -103,28 +103,5 @@ void fs_record_upload(struct fs *fs, struct node *n, struct file_state *f,
 /* Uploads one node's dirty spool. Takes the file lock; table lock NOT
  * held. The state must be pinned or held by a handle. */
 int fs_upload_file(struct fs *fs, struct node *n, struct file_state *f);
-/* The budget of the spools kept as a read cache after their last close
- * (fewer while many are open: fs->spool_fd_budget); a file bigger than a
- * quarter of it is never kept. */
-#define FS_RETAINED_MAX_FILES 4096
-#define FS_RETAINED_MAX_BYTES ((off_t)512 * 1024 * 1024)
-#define FS_RETAINED_MAX_FILE_BYTES (FS_RETAINED_MAX_BYTES / 4)
-
-/* Drops a pin/handle reference: when nothing holds the spool and nothing
- * is pending, it is kept as a read cache (within a budget) or freed.
- * Table lock held. */
-void fs_file_unref(struct fs *fs, struct node *n);
-/* Takes a kept spool back into use (an open). Table lock held. */
-void fs_file_reuse(struct fs *fs, struct file_state *f);
-/* Frees n's spool if it is only kept as a read cache. Table lock held. */
-void fs_file_forget(struct fs *fs, struct node *n);
-/* Frees every spool kept only as a read cache: a spool write or journal
- * copy that met a full disk tries once more after it. How many left the
- * cache (one a call holds pinned leaves it; its unpin decides again).
- * Table lock NOT held. */
-size_t fs_drop_read_caches(struct fs *fs);
-/* The same, table lock held (a spool that could not be made for want of
- * descriptors). */
-size_t fs_drop_read_caches_locked(struct fs *fs);
 
 #endif

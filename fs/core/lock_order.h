@@ -1,10 +1,10 @@
 /* The fs's locks and the one order they are taken in, outermost first.
  * A thread holding a lock takes only locks further down this list:
  *
- *   0. the spool-full lock (struct fs): held by a read that met a full
- *      spool disk while it has the spools give back and tries again, so
- *      two such readers do not take back each other's room; it takes
- *      file locks;
+ *   0. the spool-full lock (struct spool_budget): held by a read or a
+ *      write that met a full spool while it has the spools give back and
+ *      tries again (spool_try_again), so two such calls do not take back
+ *      each other's room; it takes file locks;
  *   1. the paths rwlock (struct wb, writeback.c): written around a
  *      directory rename, read by a write-back batch while it uploads;
  *   2. each file's lock (struct file_state): held across the backend calls

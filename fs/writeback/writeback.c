@@ -9,6 +9,7 @@
 #include "../../util/log.h"
 #include "../../util/timespec.h"
 #include "../core/fs_internal.h"
+#include "../core/spool_budget.h"
 #include "wb_journal.h"
 #include "wb_park.h"
 #include "wb_removes.h"
@@ -115,6 +116,18 @@ static void wait_work(struct wb *w)
 
 /* ---- commit (close) ---- */
 
+struct journal_add {
+	struct wb_journal *j;
+	struct file_state *f;
+	const char *rel;
+};
+
+static int64_t journal_add_attempt(void *arg)
+{
+	struct journal_add *a = arg;
+	return wb_journal_add(a->j, a->f->fd, a->rel, &a->f->wb_copied);
+}
+
 int wb_commit(struct fs *fs, struct node *n, struct file_state *f)
 {
 	struct wb *w = fs->wb;
@@ -141,10 +154,9 @@ int wb_commit(struct fs *fs, struct node *n, struct file_state *f)
 		/* A new entry; one that was a copy goes once it is made, so
 		 * the journal never holds neither. */
 		int64_t old = f->wb_seq;
-		int64_t seq = wb_journal_add(w->j, f->fd, rel, &f->wb_copied);
-		/* A copy needs room the read cache may hold. */
-		if (seq == -ENOSPC && wb_spool_room(fs))
-			seq = wb_journal_add(w->j, f->fd, rel, &f->wb_copied);
+		/* A copy needs room the caches may hold. */
+		struct journal_add ja = {w->j, f, rel};
+		int64_t seq = spool_try_again(fs, f, journal_add_attempt, &ja);
 		if (seq < 0) {
 			sb_warn("write-back: cannot journal %s (%s): uploading it now",
 				rel, strerror((int)-seq));
@@ -304,11 +316,11 @@ static void upload_batch(struct wb *w, struct item *v, size_t k)
 
 /* Files in one batch: each holds its spool's descriptor while the batch
  * runs (wb_park.h), so the workers together stay within the spools'
- * share of the descriptors (fs->spool_fd_budget). */
+ * share of the descriptors (fs->spool.fd_budget). */
 static size_t batch_files(const struct wb *w)
 {
 	/* Half the spools' share: open files and the read path need theirs. */
-	size_t share = w->fs->spool_fd_budget / (2 * WB_WORKERS);
+	size_t share = w->fs->spool.fd_budget / (2 * WB_WORKERS);
 	return share < 1 ? 1 : share < WB_BATCH_FILES ? share : WB_BATCH_FILES;
 }
 
@@ -415,7 +427,10 @@ int wb_report_removes(struct fs *fs, char *msg, size_t msglen)
 	return fs->wb ? wbr_report(fs->wb->rm, msg, msglen) : 0;
 }
 
-bool wb_spool_room(struct fs *fs)
+/* Write-back's share of the spool budget (spool_budget.h,
+ * give_back_queued): the files removed while they waited, which a worker
+ * would let go WB_HOLD_MS later. */
+static size_t give_back_queued(struct fs *fs)
 {
 	struct wb *w = fs->wb;
 	size_t freed = 0;
@@ -442,7 +457,7 @@ bool wb_spool_room(struct fs *fs)
 		pthread_cond_broadcast(&w->idle);
 		fs_mutex_unlock(&w->lock, FS_LOCK_WB_QUEUE);
 	}
-	return fs_drop_read_caches(fs) + freed > 0;
+	return freed;
 }
 
 void wb_forget(struct fs *fs, struct file_state *f)
@@ -541,6 +556,7 @@ int wb_start(struct fs *fs, const char *name, char *err, size_t errlen)
 	pthread_rwlock_init(&w->paths, NULL);
 	fs->wb = w;
 	fs->upload_landed = wb_forget;
+	fs->spool.give_back_queued = give_back_queued;
 	for (int i = 0; i < WB_WORKERS; i++)
 		if (pthread_create(&w->th[w->nth], NULL, worker, w) == 0)
 			w->nth++;

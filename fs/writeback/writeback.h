@@ -56,13 +56,6 @@ void wb_drain_removes_of(struct fs *fs, uint64_t dev, uint64_t ino);
  * what it holds), 0 or the first one's error. */
 int wb_report_removes(struct fs *fs, char *msg, size_t msglen);
 
-/* Makes room on a full spool disk: the queue lets go of the files removed
- * while they waited (a worker would, WB_HOLD_MS later), and every spool
- * kept only as a read cache goes. Whether anything was freed. Takes the
- * queue and table locks: a file lock may be held. Also without
- * write-back (the read caches alone). */
-bool wb_spool_room(struct fs *fs);
-
 /* f's journal entry goes: f was uploaded or removed. f->lock held. */
 void wb_forget(struct fs *fs, struct file_state *f);
 /* f (queued, f->lock held) now lives at relpath. */

@@ -14,7 +14,15 @@ setup() {
 	mount_sbfs -o "spool_dir=$SPOOL"
 }
 
+# The readers of the writers' test, held open in the test's own shell.
+close_readers() {
+	[[ -z ${READER_BIG:-} ]] || exec {READER_BIG}<&-
+	[[ -z ${READER_MID:-} ]] || exec {READER_MID}<&-
+	READER_BIG= READER_MID=
+}
+
 teardown() {
+	close_readers
 	sbfs_teardown
 	! mountpoint -q "$SPOOL" || umount -l "$SPOOL"
 	rm -rf "$SPOOL"
@@ -53,4 +61,32 @@ teardown() {
 	(cd "$MNT" && sha256sum mid >"$T/mid.sum")
 	wait $!
 	assert_eq "$(cat "$T/big.sum" "$T/mid.sum")" "$want" "read at once"
+}
+
+# Before: what two open readers had fetched filled the spool, and only a
+# read made it give way: writes that would fit failed with ENOSPC (issue
+# 41 item 6: two 25 MiB writers beside two readers of 100 MB files).
+@test "writers that fit beside two readers holding the spool's room write whole; the readers still read whole" {
+	sb sh -c 'head -c 17000000 /dev/urandom >big && head -c 9000000 /dev/urandom >mid'
+	want=$(sb sha256sum big mid)
+	head -c 1200000 /dev/urandom >"$T/w1"
+	head -c 1200000 /dev/urandom >"$T/w2"
+	exec {READER_BIG}<"$MNT/big" {READER_MID}<"$MNT/mid"
+	# the readers read on until what they fetched holds most of the 4 MiB
+	local i used=0 fds=("$READER_BIG" "$READER_MID")
+	for ((i = 0; i < 100 && used < 3300000; i++)); do
+		dd bs=256k count=1 <&"${fds[i % 2]}" >/dev/null 2>&1
+		used=$(df --output=used -B1 "$SPOOL" | tail -1)
+	done
+	((used >= 3300000)) || fail "the readers never filled the spool: $used bytes used"
+	cp "$T/w1" "$MNT/w1" &
+	local w1=$!
+	cp "$T/w2" "$MNT/w2" || fail "w2 did not fit beside the readers' fetched windows"
+	wait $w1 || fail "w1 did not fit beside the readers' fetched windows"
+	close_readers
+	sbfs sync "$MNT"
+	sb cat w1 | cmp - "$T/w1"
+	sb cat w2 | cmp - "$T/w2"
+	drop_kernel_caches
+	assert_eq "$(cd "$MNT" && sha256sum big mid)" "$want" "read after the writes"
 }

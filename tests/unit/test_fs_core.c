@@ -4,6 +4,7 @@
  * write-back ordering, failure paths, notifications, lock order. */
 #include "tests/unit/unit.h"
 #include "tests/unit/mem_backend.h"
+#include "tests/unit/spool_fault.h"
 #include "backends/shell_run.h"
 #include "fs/coherence.h"
 #include "fs/fs_node.h"
@@ -415,33 +416,33 @@ static void test_read_caches_give_way(void)
 	struct t t;
 	setup(&t);
 	uint64_t a = make_closed(&t, "a", "aaaa");
-	CHECK_INT(t.fs.retained_count, 1);
+	CHECK_INT(t.fs.spool.kept_count, 1);
 	CHECK_INT(fs_unlink(&t.fs, ROOT, "a"), 0);
-	CHECK_INT(t.fs.retained_count, 0);
+	CHECK_INT(t.fs.spool.kept_count, 0);
 	fs_forget(&t.fs, a, 1);
 
 	uint64_t b = make_closed(&t, "b", "bbbb");
 	uint64_t c = make_closed(&t, "c", "cc");
-	CHECK_INT(t.fs.retained_count, 2);
+	CHECK_INT(t.fs.spool.kept_count, 2);
 	CHECK_INT(fs_rename(&t.fs, ROOT, "c", ROOT, "b", 0, NULL), 0);
-	CHECK_INT(t.fs.retained_count, 1); /* c's, now named b */
+	CHECK_INT(t.fs.spool.kept_count, 1); /* c's, now named b */
 	fs_forget(&t.fs, b, 1);
 
 	/* removed in the sandbox: the copy goes once the kernel forgets it */
 	uint64_t e = make_closed(&t, "e", "ee");
-	CHECK_INT(t.fs.retained_count, 2);
+	CHECK_INT(t.fs.spool.kept_count, 2);
 	CHECK_INT(mem_remove(t.b, W "/e"), 0);
 	fs_changed(&t.fs, "e", NULL);
 	CHECK_INT(look(&t, ROOT, "e"), 0);
 	fs_forget(&t.fs, e, 1);
-	CHECK_INT(t.fs.retained_count, 1);
+	CHECK_INT(t.fs.spool.kept_count, 1);
 
 	make_closed(&t, "d", "dd");
-	CHECK_INT(t.fs.retained_count, 2);
-	CHECK(wb_spool_room(&t.fs));
-	CHECK_INT(t.fs.retained_count, 0);
-	CHECK_INT(t.fs.retained_bytes, 0);
-	CHECK(!wb_spool_room(&t.fs)); /* nothing left to give */
+	CHECK_INT(t.fs.spool.kept_count, 2);
+	CHECK(spool_give_back(&t.fs, -ENOSPC, NULL));
+	CHECK_INT(t.fs.spool.kept_count, 0);
+	CHECK_INT(t.fs.spool.kept_bytes, 0);
+	CHECK(!spool_give_back(&t.fs, -ENOSPC, NULL)); /* nothing left to give */
 	/* what was cached is read from the sandbox again */
 	struct fs_open o = {.flags = O_RDONLY};
 	CHECK_INT(fs_open(&t.fs, c, &o), 0);
@@ -496,6 +497,228 @@ static void test_read_gives_back_fetched(void)
 	file_unlock(f);
 	fs_release(&t.fs, r, o.fh);
 	teardown(&t);
+}
+
+/* ---- the spool's room, through its seam (spool_fault.h) ---- */
+
+/* A sandbox file of size bytes, each byte its offset's letter. */
+static char *letters(size_t size)
+{
+	char *d = malloc(size + 1);
+	for (size_t i = 0; i < size; i++)
+		d[i] = (char)('a' + i % 26);
+	d[size] = '\0';
+	return d;
+}
+
+/* Reads ino whole through an open handle, chunk bytes a call, and
+ * compares with want; the first failing read's result, or 0. */
+static long long read_whole(struct t *t, uint64_t ino, const char *want,
+			    size_t size, size_t chunk)
+{
+	struct fs_open o = {.flags = O_RDONLY};
+	long long r = fs_open(&t->fs, ino, &o);
+	char *buf = malloc(chunk);
+	for (size_t off = 0; r == 0 && off < size; off += chunk) {
+		size_t n = size - off < chunk ? size - off : chunk;
+		ssize_t got = fs_read(&t->fs, ino, o.fh, buf, n, (off_t)off,
+				      &(struct fs_later){0});
+		if (got != (ssize_t)n)
+			r = got < 0 ? got : -EIO;
+		else if (memcmp(buf, want + off, n) != 0)
+			r = -EILSEQ;
+	}
+	free(buf);
+	if (o.fh)
+		fs_release(&t->fs, ino, o.fh);
+	return r;
+}
+
+/* A file four times the spool disk's room reads whole: the fetch that
+ * fills the disk gives back what reads fetched and goes on a window at a
+ * time (the e2e test: spool.bats, 17 MB on a 4 MiB tmpfs). */
+static void test_spool_full_during_fetch(void)
+{
+	struct t t;
+	spool_fault_install(256 * 1024, 0);
+	setup(&t);
+	size_t size = 1024 * 1024;
+	char *data = letters(size);
+	mem_put(t.b, W "/big", data);
+	uint64_t big = look(&t, ROOT, "big");
+	CHECK_INT(read_whole(&t, big, data, size, 64 * 1024), 0);
+	CHECK(spool_fault_enospc() > 0); /* the disk did fill */
+	free(data);
+	teardown(&t);
+	spool_fault_remove();
+}
+
+/* A write on a spool disk that readers' fetched windows fill: what reads
+ * fetched (clean, fetched again when wanted) gives way to the write as it
+ * does to a read, and the readers still read whole (issue 41 item 6: two
+ * 25 MiB writers got ENOSPC beside two readers of 100 MB files). */
+static void test_spool_full_write_beside_readers(void)
+{
+	struct t t;
+	spool_fault_install(640 * 1024, 0);
+	setup(&t);
+	size_t size = 512 * 1024;
+	char *data = letters(size);
+	static char buf[64 * 1024];
+	/* four readers, each one window in (no read-ahead on a first read):
+	 * 512 KiB of the 640 held by what they fetched */
+	struct fs_open ro[4];
+	uint64_t r[4];
+	static const char *const names[4] = {"r0", "r1", "r2", "r3"};
+	for (int i = 0; i < 4; i++) {
+		char path[64];
+		snprintf(path, sizeof path, W "/%s", names[i]);
+		mem_put(t.b, path, data);
+	}
+	for (int i = 0; i < 4; i++) {
+		r[i] = look(&t, ROOT, names[i]);
+		ro[i] = (struct fs_open){.flags = O_RDONLY};
+		CHECK_INT(fs_open(&t.fs, r[i], &ro[i]), 0);
+		CHECK_INT(fs_read(&t.fs, r[i], ro[i].fh, buf, sizeof buf, 0,
+				  &(struct fs_later){0}), (long long)sizeof buf);
+	}
+	CHECK(spool_fault_used() >= 512 * 1024);
+	CHECK_INT(spool_fault_enospc(), 0);
+	struct fs_open wo;
+	uint64_t w = make_file(&t, ROOT, "w", "", &wo);
+	memset(buf, 'w', sizeof buf);
+	for (off_t off = 0; off < 256 * 1024; off += (off_t)sizeof buf)
+		CHECK_INT(fs_write(&t.fs, w, wo.fh, buf, sizeof buf, off),
+			  (long long)sizeof buf);
+	CHECK_INT(fs_flush(&t.fs, w, wo.fh), 0);
+	fs_release(&t.fs, w, wo.fh);
+	char *landed = mem_get(t.b, W "/w");
+	CHECK(landed && strlen(landed) == 256 * 1024);
+	free(landed);
+	/* the readers read on, whole, through the handles they held */
+	for (int i = 0; i < 4; i++) {
+		for (size_t off = 0; off < size; off += sizeof buf) {
+			CHECK_INT(fs_read(&t.fs, r[i], ro[i].fh, buf, sizeof buf,
+					  (off_t)off, &(struct fs_later){0}),
+				  (long long)sizeof buf);
+			CHECK(memcmp(buf, data + off, sizeof buf) == 0);
+		}
+		fs_release(&t.fs, r[i], ro[i].fh);
+	}
+	free(data);
+	teardown(&t);
+	spool_fault_remove();
+}
+
+/* A call that met a full spool while another gave back (and so waited
+ * for the spool-full lock) tries the room made meanwhile before deciding:
+ * giving back itself then finds nothing left to give (spool.bats, two
+ * writers at once: the second one's ENOSPC, under the suite's load). */
+struct racing_attempt {
+	struct t *t;
+	int calls;
+};
+
+static int64_t attempt_beside_a_give_back(void *arg)
+{
+	struct racing_attempt *a = arg;
+	if (a->calls++ > 0)
+		return 7; /* the room the other call made */
+	CHECK(spool_give_back(&a->t->fs, -ENOSPC, NULL));
+	return -ENOSPC;
+}
+
+static void test_spool_room_given_meanwhile_is_tried(void)
+{
+	struct t t;
+	setup(&t);
+	make_closed(&t, "a", "aaaa"); /* a read cache: the room to give */
+	struct racing_attempt a = {&t, 0};
+	CHECK_INT(spool_try_again(&t.fs, NULL, attempt_beside_a_give_back, &a), 7);
+	CHECK_INT(a.calls, 2);
+	teardown(&t);
+}
+
+struct reader {
+	struct t *t;
+	uint64_t ino;
+	const char *want;
+	size_t size;
+	long long result;
+};
+
+static void *reader_thread(void *arg)
+{
+	struct reader *r = arg;
+	r->result = read_whole(r->t, r->ino, r->want, r->size, 64 * 1024);
+	return NULL;
+}
+
+/* Two readers on a full spool disk both read whole: each one's retry
+ * finds room, not the room the other's fetch just took (f8d6107, 728c41b:
+ * seen only end to end, under load, before the seam). */
+static void test_spool_full_two_readers(void)
+{
+	struct t t;
+	spool_fault_install(384 * 1024, 0);
+	setup(&t);
+	size_t size = 1024 * 1024;
+	char *a = letters(size), *b = letters(size / 2);
+	mem_put(t.b, W "/a", a);
+	mem_put(t.b, W "/b", b);
+	struct reader ra = {&t, look(&t, ROOT, "a"), a, size, 1};
+	struct reader rb = {&t, look(&t, ROOT, "b"), b, size / 2, 1};
+	pthread_t th;
+	CHECK_INT(pthread_create(&th, NULL, reader_thread, &ra), 0);
+	reader_thread(&rb);
+	pthread_join(th, NULL);
+	CHECK_INT(ra.result, 0);
+	CHECK_INT(rb.result, 0);
+	CHECK(spool_fault_enospc() > 0);
+	free(a);
+	free(b);
+	teardown(&t);
+	spool_fault_remove();
+}
+
+/* Out of descriptors when a spool is made: the read caches, each holding
+ * one, give way and the open goes on (516e1e6: the 1,000th file read
+ * under a soft limit of 1,024). With nothing to give, the open fails
+ * with EMFILE and what was open stays whole. */
+static void test_spool_open_emfile(void)
+{
+	struct t t;
+	spool_fault_install(0, 3);
+	setup(&t);
+	make_closed(&t, "a", "aaaa");
+	make_closed(&t, "b", "bbbb");
+	make_closed(&t, "c", "cccc");
+	CHECK_INT(t.fs.spool.kept_count, 3);
+	mem_put(t.b, W "/d", "dddd");
+	uint64_t d = look(&t, ROOT, "d");
+	CHECK_INT(read_whole(&t, d, "dddd", 4, 4), 0);
+	CHECK(spool_fault_emfile() > 0);
+	CHECK_INT(t.fs.spool.kept_count, 1); /* d's own, kept now */
+
+	struct fs_open o[3];
+	uint64_t ino[3];
+	const char *names[3] = {"a", "b", "c"};
+	for (int i = 0; i < 3; i++) {
+		ino[i] = look(&t, ROOT, names[i]);
+		o[i] = (struct fs_open){.flags = O_RDONLY};
+		CHECK_INT(fs_open(&t.fs, ino[i], &o[i]), 0);
+	}
+	struct fs_open od = {.flags = O_RDONLY};
+	CHECK_INT(fs_open(&t.fs, d, &od), -EMFILE);
+	char buf[4];
+	for (int i = 0; i < 3; i++) {
+		CHECK_INT(fs_read(&t.fs, ino[i], o[i].fh, buf, 4, 0,
+				  &(struct fs_later){0}), 4);
+		CHECK(buf[0] == names[i][0]);
+		fs_release(&t.fs, ino[i], o[i].fh);
+	}
+	teardown(&t);
+	spool_fault_remove();
 }
 
 /* A reader takes the part of a window that came and was checked, while the
@@ -749,7 +972,7 @@ static void test_writeback_pending_files_hold_no_descriptor(void)
 	wb_drain(&t.fs);
 	CHECK(!mem_exists(t.b, W "/p7"));
 	/* the uploaded ones are read caches now, with descriptors */
-	fs_drop_read_caches(&t.fs);
+	spool_give_back(&t.fs, -EMFILE, NULL);
 	CHECK_INT(open_fds(), before);
 	char msg[256];
 	CHECK_INT(fs_flush_all(&t.fs, msg, sizeof msg), 0);
@@ -1725,6 +1948,11 @@ int main(void)
 	test_read_through_spool();
 	test_read_caches_give_way();
 	test_read_gives_back_fetched();
+	test_spool_full_during_fetch();
+	test_spool_full_two_readers();
+	test_spool_open_emfile();
+	test_spool_full_write_beside_readers();
+	test_spool_room_given_meanwhile_is_tried();
 	test_read_takes_checked_segments();
 	test_read_ending_after_an_upload();
 	test_writeback_upload_before_dir_rename();
