@@ -174,6 +174,11 @@ struct sb_backend_ops {
 	const char *name;
 	const char *summary;              /* one line for `sbfs --help` */
 	const char *const *option_keys;   /* backend-specific -o keys accepted */
+	/* Optional: why this backend cannot give what spec asks for (one
+	 * line: what, and what to do), or NULL. Asked before anything is
+	 * made, and before the mount's own checks (bad input is named
+	 * first); create may refuse for what only it can find out. */
+	const char *(*refuse)(const struct sb_spec *spec);
 
 	int (*create)(struct sb_backend *b, const struct sb_spec *spec);
 	int (*exec)(struct sb_backend *b, const struct sb_exec_req *req,
@@ -415,8 +420,13 @@ const char *sb_spec_option(const struct sb_spec *spec, const char *key);
  * the vendor's to check. */
 int sb_spec_check_sni_allowlist(struct sb_backend *b, const char *how);
 
+/* 0 when ops takes every option of spec and can give what it asks for;
+ * else -EINVAL with the one-line reason in err. Nothing is made. */
+int sb_backend_check_spec(const struct sb_backend_ops *ops,
+			  const struct sb_spec *spec, char *err, size_t errlen);
 /* Allocates the backend object (taking ownership of *spec, which is
- * zeroed) and provisions or attaches the sandbox. On failure returns NULL
+ * zeroed) and provisions or attaches the sandbox (sb_backend_check_spec
+ * first). On failure returns NULL
  * and writes a one-line reason into err. */
 struct sb_backend *sb_backend_create(const struct sb_backend_ops *ops,
 				     struct sb_spec *spec, bool shell_only,

@@ -123,18 +123,32 @@ bool sb_backend_option_known(const struct sb_backend_ops *ops, const char *opt)
 	return false;
 }
 
-struct sb_backend *sb_backend_create(const struct sb_backend_ops *ops,
-				     struct sb_spec *spec, bool shell_only,
-				     char *err, size_t errlen)
+int sb_backend_check_spec(const struct sb_backend_ops *ops,
+			  const struct sb_spec *spec, char *err, size_t errlen)
 {
 	for (size_t i = 0; spec->options && spec->options[i]; i++) {
 		if (!sb_backend_option_known(ops, spec->options[i])) {
 			int klen = (int)strcspn(spec->options[i], "=");
 			snprintf(err, errlen, "unknown option '%.*s' for backend '%s'",
 				 klen, spec->options[i], ops->name);
-			sb_spec_free(spec);
-			return NULL;
+			return -EINVAL;
 		}
+	}
+	const char *why = ops->refuse ? ops->refuse(spec) : NULL;
+	if (why) {
+		snprintf(err, errlen, "%s", why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+struct sb_backend *sb_backend_create(const struct sb_backend_ops *ops,
+				     struct sb_spec *spec, bool shell_only,
+				     char *err, size_t errlen)
+{
+	if (sb_backend_check_spec(ops, spec, err, errlen) < 0) {
+		sb_spec_free(spec);
+		return NULL;
 	}
 	struct sb_backend *b = calloc(1, sizeof(*b));
 	if (!b) {

@@ -464,7 +464,8 @@ int sbfs_mount_run(struct mount_options *o)
 {
 	char err[SB_REASON_MAX] = "";
 	char mountpoint[PATH_MAX];
-	if (check_mountpoint(o->mountpoint, o->nonempty, mountpoint, err, sizeof err) < 0 ||
+	if (sb_backend_check_spec(o->backend, &o->spec, err, sizeof err) < 0 ||
+	    check_mountpoint(o->mountpoint, o->nonempty, mountpoint, err, sizeof err) < 0 ||
 	    check_fuse_access(err, sizeof err) < 0) {
 		sb_err("%s", err);
 		return 1;

@@ -41,9 +41,8 @@ void local_set_error(struct sb_backend *b, const char *fmt, ...)
 
 /* ---- what may be asked for ---- */
 
-static bool refuse_unenforceable(struct sb_backend *b)
+static const char *local_refuse(const struct sb_spec *s)
 {
-	const struct sb_spec *s = &b->spec;
 	const char *why = NULL;
 	if (s->image)
 		why = "backend 'local' has no images (it runs the host's /usr read-only); drop image=";
@@ -62,9 +61,7 @@ static bool refuse_unenforceable(struct sb_backend *b)
 	for (size_t i = 0; !why && s->env && s->env[i]; i++)
 		if (!strchr(s->env[i], '=') || s->env[i][0] == '=')
 			why = "environment entries must be K=V";
-	if (why)
-		snprintf(b->error, sizeof(b->error), "%s", why);
-	return why != NULL;
+	return why;
 }
 
 /* ---- lifecycle ---- */
@@ -136,9 +133,7 @@ static int stop_sandbox(struct local *l)
 
 static int local_create(struct sb_backend *b, const struct sb_spec *spec)
 {
-	(void)spec; /* b->spec is the same, and owned */
-	if (refuse_unenforceable(b))
-		return -EINVAL;
+	(void)spec; /* b->spec is the same, and owned; local_refuse took it */
 	struct local *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
@@ -254,6 +249,7 @@ const struct sb_backend_ops sb_local_ops = {
 	.name = "local",
 	.summary = "bubblewrap sandbox on this machine (host /usr read-only, no network by default)",
 	.option_keys = local_option_keys,
+	.refuse = local_refuse,
 	.create = local_create,
 	.exec = local_exec,
 	.exec_signals = true,
