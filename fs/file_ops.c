@@ -105,11 +105,20 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 		}
 	}
 	struct file_state *f = n && err == 0 ? n->file : NULL;
+	/* the copy the first handle opens is what its writes are made on */
+	bool first_handle = f && f->handles == 0;
+	struct stat opened = n ? n->st : (struct stat){0};
+	ino_t opened_ino = n && n->guest_dev != NODE_DEV_OURS ? n->guest_ino : 0;
 	if (f) {
 		f->handles++;
 		n->cached_content = false;
 	}
 	table_unlock(fs);
+	if (f && first_handle) {
+		file_lock(f);
+		file_state_opened(f, &opened, opened_ino);
+		file_unlock(f);
+	}
 	if (f && !created)
 		revalidate_spool(fs, ino, f);
 	if (f && (fi->flags & O_TRUNC) && !created) {
@@ -329,6 +338,29 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 	return r;
 }
 
+/* Before the first write of a clean spool, the rest of the sandbox's
+ * copy (file_state_hold_whole): a dirty spool is the whole file, never
+ * completed later from a copy changed meanwhile. */
+static ssize_t write_whole(struct fs *fs, struct node *n, struct file_state *f,
+			   const char *buf, size_t size, off_t off)
+{
+	file_lock(f);
+	ssize_t r = 0;
+	if (!f->dirty && f->remote_exists && !f->unlinked) {
+		int err = 0;
+		table_lock(fs);
+		char *path = fs_node_guest_path(fs, n, &err);
+		table_unlock(fs);
+		if (path)
+			r = file_state_hold_whole(f, fs->b, path, INT64_MAX);
+		free(path);
+	}
+	if (r == 0)
+		r = file_state_write(f, buf, size, off);
+	file_unlock(f);
+	return r;
+}
+
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t fh, const char *buf,
 		 size_t size, off_t off)
 {
@@ -339,15 +371,10 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t fh, const char *buf,
 	struct file_state *f = fs_handle_file(fs, fh, &n);
 	if (!f)
 		return -EBADF;
-	file_lock(f);
-	ssize_t r = file_state_write(f, buf, size, off);
-	file_unlock(f);
+	ssize_t r = write_whole(fs, n, f, buf, size, off);
 	/* The spools kept only to be read again give way to a write. */
-	if (r == -ENOSPC && wb_spool_room(fs)) {
-		file_lock(f);
-		r = file_state_write(f, buf, size, off);
-		file_unlock(f);
-	}
+	if (r == -ENOSPC && wb_spool_room(fs))
+		r = write_whole(fs, n, f, buf, size, off);
 	fs_unpin_file(fs, ino);
 	return r;
 }
@@ -463,9 +490,12 @@ static int apply_setattr(struct fs *fs, struct node *n, struct file_state *f,
 	if (orphan && !path)
 		err = 0;
 	if ((path || orphan) && (to_set & FS_SET_SIZE)) {
-		if (f)
+		/* the bytes a truncate keeps are whole first (hold_whole) */
+		if (f && (err = path ? file_state_hold_whole(f, fs->b, path,
+							     attr->st_size)
+				     : 0) == 0)
 			err = file_state_truncate(f, attr->st_size);
-		else
+		else if (!f)
 			err = sb_truncate(fs->b, path, attr->st_size);
 	}
 	if (orphan) {
@@ -495,6 +525,10 @@ static int apply_setattr(struct fs *fs, struct node *n, struct file_state *f,
 				err = fs_upload_locked(fs, n, f, path);
 			if (err == 0)
 				err = sb_utimens(fs->b, path, ts);
+			/* the open handles' copy, changed by the mount itself */
+			if (err == 0 && f && (to_set & FS_SET_MTIME))
+				file_state_mtime_set_here(f, (to_set & FS_SET_MTIME_NOW)
+								     ? NULL : &attr->st_mtim);
 		}
 	}
 	if (path && err == 0 && (to_set & (FS_SET_UID | FS_SET_GID)))
