@@ -52,6 +52,16 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 		       bool created, mode_t create_mode)
 {
 	int err = 0;
+	/* Write-back: an open that may write an existing file records the
+	 * copy its writes are made on (file_state_opened) from the sandbox,
+	 * once the mount's own uploads landed: the node's attributes could
+	 * be a stat taken while one was under way, naming a copy the upload
+	 * then replaced, and the first write was refused as if the sandbox
+	 * had changed it (fsx after a close, a cache drop and a reopen). */
+	bool asks = fs->wb && !created && (fi->flags & O_ACCMODE) != O_RDONLY &&
+		    !(fi->flags & O_TRUNC);
+	if (asks)
+		wb_drain(fs);
 	struct timespec now = fs_now();
 	table_lock(fs);
 	struct node *n = node_by_ino(&fs->t, ino);
@@ -108,15 +118,25 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 	/* the copy the first handle opens is what its writes are made on */
 	bool first_handle = f && f->handles == 0;
 	struct stat opened = n ? n->st : (struct stat){0};
-	ino_t opened_ino = n && n->guest_dev != NODE_DEV_OURS ? n->guest_ino : 0;
 	if (f) {
 		f->handles++;
 		n->cached_content = false;
 	}
 	table_unlock(fs);
+	if (f && first_handle && asks) {
+		table_lock(fs);
+		n = node_by_ino(&fs->t, ino);
+		char *path = n ? fs_node_guest_path(fs, n, &err) : NULL;
+		table_unlock(fs);
+		err = 0;
+		/* no answer: the copy is not known, and no write is refused */
+		if (!path || sb_stat(fs->b, path, &opened, NULL) < 0)
+			opened.st_mode = 0;
+		free(path);
+	}
 	if (f && first_handle) {
 		file_lock(f);
-		file_state_opened(f, &opened, opened_ino);
+		file_state_opened(f, opened.st_mode ? &opened : NULL);
 		file_unlock(f);
 	}
 	if (f && !created)
@@ -338,12 +358,30 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 	return r;
 }
 
+/* Write-back: the mount's own uploads of the file's earlier content land
+ * before its first write compares the sandbox's copy with the one the
+ * handles opened (file_state_hold_whole): one still under way is no
+ * change by the sandbox (fsx after a close and reopen: a stat saw the
+ * upload half done). No lock held; f pinned. */
+static void land_own_uploads(struct fs *fs, struct file_state *f)
+{
+	if (!fs->wb)
+		return;
+	file_lock(f);
+	bool compares = !f->dirty && f->remote_exists && !f->unlinked &&
+			f->opened_known;
+	file_unlock(f);
+	if (compares)
+		wb_drain(fs);
+}
+
 /* Before the first write of a clean spool, the rest of the sandbox's
  * copy (file_state_hold_whole): a dirty spool is the whole file, never
  * completed later from a copy changed meanwhile. */
 static ssize_t write_whole(struct fs *fs, struct node *n, struct file_state *f,
 			   const char *buf, size_t size, off_t off)
 {
+	land_own_uploads(fs, f);
 	file_lock(f);
 	ssize_t r = 0;
 	if (!f->dirty && f->remote_exists && !f->unlinked) {
@@ -609,6 +647,8 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 	char *path = fs_node_guest_path(fs, n, &err);
 	table_unlock(fs);
 
+	if (f && (to_set & FS_SET_SIZE))
+		land_own_uploads(fs, f);
 	if (f)
 		file_lock(f);
 	err = apply_setattr(fs, n, f, path, err, attr, to_set);

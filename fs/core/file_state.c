@@ -582,8 +582,7 @@ int file_state_hold_whole(struct file_state *f, struct sb_backend *b,
 	if (sb_stat(b, guest_path, &st, NULL) < 0)
 		return 0;
 	if (st.st_size == f->opened_size &&
-	    st.st_mtim.tv_sec == f->opened_mtime.tv_sec &&
-	    (!f->opened_ino || !st.st_ino || st.st_ino == f->opened_ino))
+	    st.st_mtim.tv_sec == f->opened_mtime.tv_sec)
 		return 0;
 	sb_warn("%s was replaced or changed in the sandbox while open here: a "
 		"write made on the copy opened before is refused (EIO), not "
@@ -592,12 +591,15 @@ int file_state_hold_whole(struct file_state *f, struct sb_backend *b,
 	return -EIO;
 }
 
-void file_state_opened(struct file_state *f, const struct stat *st, ino_t ino)
+void file_state_opened(struct file_state *f, const struct stat *st)
 {
-	f->opened_known = f->remote_exists;
-	f->opened_size = st->st_size;
-	f->opened_mtime = st->st_mtim;
-	f->opened_ino = ino;
+	/* a dirty spool is the mount's own copy, not the node's: its upload
+	 * names the copy (file_state_upload_done) */
+	f->opened_known = st && f->remote_exists && !f->dirty;
+	if (st) {
+		f->opened_size = st->st_size;
+		f->opened_mtime = st->st_mtim;
+	}
 }
 
 void file_state_mtime_set_here(struct file_state *f, const struct timespec *mtime)
@@ -721,7 +723,6 @@ void file_state_upload_done(struct file_state *f, const struct sb_upload *u, int
 	f->opened_known = u->mtime_set;
 	f->opened_size = u->size;
 	f->opened_mtime = u->mtime;
-	f->opened_ino = 0; /* an upload may replace the file */
 	/* A fetch still under way (one whose reader took its part and went
 	 * on) is of the copy before: it must neither add to the spool nor,
 	 * ending, take that copy for a change in the sandbox and adopt it. */

@@ -86,16 +86,16 @@ struct file_state {
 	 * rather than spliced. */
 	char ident[SB_IDENT_MAX];
 	/* The sandbox's copy the open handles started from: the node's
-	 * size, mtime and inode (0: not told) when the first of them opened,
-	 * or those of the mount's own upload since (opened_known: one of
-	 * them is). A shared mapping's pages, and so what is written through
+	 * size and mtime when the first of them opened, or those of the
+	 * mount's own upload since (opened_known: one of them is; not the
+	 * inode, which the node learns late after an upload that replaced
+	 * the file). A shared mapping's pages, and so what is written through
 	 * them, are of that copy: once the sandbox holds another (replaced
 	 * or rewritten under them), a write is refused, never spliced into
 	 * it (file_state_hold_whole). */
 	bool opened_known;
 	off_t opened_size;
 	struct timespec opened_mtime;
-	ino_t opened_ino;
 	/* A fetch found the sandbox's copy different from the attributes the
 	 * node had: op_read makes them be asked again. */
 	bool remote_changed;
@@ -148,16 +148,16 @@ ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
  * fetches from a copy the sandbox changed since (that upload is then the
  * host's whole version: last upload wins). -EIO when the sandbox's copy
  * is no longer the one the open handles started from (a stat says so:
- * size, whole-second mtime, inode where told), so a write made on the
+ * size, whole-second mtime), so a write made on the
  * old copy is never spliced into the new one (a stat with no answer is
  * no proof: the write goes on); other -errno as a read's.
  * f->lock held. */
 int file_state_hold_whole(struct file_state *f, struct sb_backend *b,
 			  const char *guest_path, off_t keep);
-/* The first handle of f opened, the node showing st (fresh at the open)
- * and the sandbox's inode ino (0: not told): the copy its writes are
- * made on. f->lock held. */
-void file_state_opened(struct file_state *f, const struct stat *st, ino_t ino);
+/* The first handle of f opened, the node or the sandbox showing st
+ * (NULL: not known): the copy its writes are made on (for a dirty spool,
+ * its upload's). f->lock held. */
+void file_state_opened(struct file_state *f, const struct stat *st);
 /* The mount set the sandbox's copy's mtime (utimens; NULL: "now", by the
  * sandbox's clock, not known here): still the copy the handles opened.
  * f->lock held. */
