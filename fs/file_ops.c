@@ -52,6 +52,28 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 		       bool created, mode_t create_mode)
 {
 	int err = 0;
+	/* Write-back: an open that may write an existing file records the
+	 * copy its writes are made on (file_state_opened) from the sandbox,
+	 * once the mount's own uploads landed: the node's attributes could
+	 * be a stat taken while one was under way, naming a copy the upload
+	 * then replaced, and the first write was refused as if the sandbox
+	 * had changed it (fsx after a close, a cache drop and a reopen). */
+	bool asks = fs->wb && !created && (fi->flags & O_ACCMODE) != O_RDONLY &&
+		    !(fi->flags & O_TRUNC);
+	if (asks) {
+		/* A dirty spool's copy is the one its upload will name
+		 * (file_state_opened): nothing to ask. Only this file's own
+		 * upload, queued or under way, is waited for: a write-open
+		 * must not wait for every other file's. */
+		table_lock(fs);
+		struct node *own = node_by_ino(&fs->t, ino);
+		struct file_state *of = own ? own->file : NULL;
+		bool dirty = of && of->dirty, uploading = of && of->wb_queued;
+		table_unlock(fs);
+		asks = !dirty;
+		if (asks && uploading)
+			wb_drain(fs);
+	}
 	struct timespec now = fs_now();
 	table_lock(fs);
 	struct node *n = node_by_ino(&fs->t, ino);
@@ -97,11 +119,30 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 		}
 	}
 	struct file_state *f = n && err == 0 ? n->file : NULL;
+	/* the copy the first handle opens is what its writes are made on */
+	bool first_handle = f && f->handles == 0;
+	struct stat opened = n ? n->st : (struct stat){0};
 	if (f) {
 		f->handles++;
 		n->cached_content = false;
 	}
 	table_unlock(fs);
+	if (f && first_handle && asks) {
+		table_lock(fs);
+		n = node_by_ino(&fs->t, ino);
+		char *path = n ? fs_node_guest_path(fs, n, &err) : NULL;
+		table_unlock(fs);
+		err = 0;
+		/* no answer: the copy is not known, and no write is refused */
+		if (!path || sb_stat(fs->b, path, &opened, NULL) < 0)
+			opened.st_mode = 0;
+		free(path);
+	}
+	if (f && first_handle) {
+		file_lock(f);
+		file_state_opened(f, opened.st_mode ? &opened : NULL);
+		file_unlock(f);
+	}
 	if (f && !created)
 		revalidate_spool(fs, ino, f);
 	if (f && (fi->flags & O_TRUNC) && !created) {
@@ -267,7 +308,50 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t fh, char *buf,
 	return r;
 }
 
+/* Write-back: the mount's own uploads of the file's earlier content land
+ * before its first write compares the sandbox's copy with the one the
+ * handles opened (file_state_hold_whole): one still under way is no
+ * change by the sandbox (fsx after a close and reopen: a stat saw the
+ * upload half done). No lock held; f pinned. */
+static void land_own_uploads(struct fs *fs, struct file_state *f)
+{
+	if (!fs->wb)
+		return;
+	file_lock(f);
+	bool compares = !f->dirty && f->remote_exists && !f->unlinked &&
+			f->opened_known;
+	file_unlock(f);
+	if (compares)
+		wb_drain(fs);
+}
+
+/* Before the first write of a clean spool, the rest of the sandbox's
+ * copy (file_state_hold_whole): a dirty spool is the whole file, never
+ * completed later from a copy changed meanwhile. */
+static ssize_t write_whole(struct fs *fs, struct node *n, struct file_state *f,
+			   const char *buf, size_t size, off_t off)
+{
+	land_own_uploads(fs, f);
+	file_lock(f);
+	ssize_t r = 0;
+	if (!f->dirty && f->remote_exists && !f->unlinked) {
+		int err = 0;
+		table_lock(fs);
+		char *path = fs_node_guest_path(fs, n, &err);
+		table_unlock(fs);
+		if (path)
+			r = file_state_hold_whole(f, fs->b, path, INT64_MAX);
+		free(path);
+	}
+	if (r == 0)
+		r = file_state_write(f, buf, size, off);
+	file_unlock(f);
+	return r;
+}
+
 struct spool_write {
+	struct fs *fs;
+	struct node *n;
 	struct file_state *f;
 	const char *buf;
 	size_t size;
@@ -277,10 +361,7 @@ struct spool_write {
 static int64_t write_attempt(void *arg)
 {
 	struct spool_write *a = arg;
-	file_lock(a->f);
-	ssize_t r = file_state_write(a->f, a->buf, a->size, a->off);
-	file_unlock(a->f);
-	return r;
+	return write_whole(a->fs, a->n, a->f, a->buf, a->size, a->off);
 }
 
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t fh, const char *buf,
@@ -293,7 +374,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t fh, const char *buf,
 	struct file_state *f = fs_handle_file(fs, fh, &n);
 	if (!f)
 		return -EBADF;
-	struct spool_write wr = {f, buf, size, off};
+	struct spool_write wr = {fs, n, f, buf, size, off};
 	ssize_t r = spool_try_again(fs, NULL, write_attempt, &wr);
 	fs_unpin_file(fs, ino);
 	return r;
@@ -411,9 +492,12 @@ static int apply_setattr(struct fs *fs, struct node *n, struct file_state *f,
 	if (orphan && !path)
 		err = 0;
 	if ((path || orphan) && (to_set & FS_SET_SIZE)) {
-		if (f)
+		/* the bytes a truncate keeps are whole first (hold_whole) */
+		if (f && (err = path ? file_state_hold_whole(f, fs->b, path,
+							     attr->st_size)
+				     : 0) == 0)
 			err = file_state_truncate(f, attr->st_size);
-		else
+		else if (!f)
 			err = sb_truncate(fs->b, path, attr->st_size);
 	}
 	if (orphan) {
@@ -443,6 +527,10 @@ static int apply_setattr(struct fs *fs, struct node *n, struct file_state *f,
 				err = fs_upload_locked(fs, n, f, path);
 			if (err == 0)
 				err = sb_utimens(fs->b, path, ts);
+			/* the open handles' copy, changed by the mount itself */
+			if (err == 0 && f && (to_set & FS_SET_MTIME))
+				file_state_mtime_set_here(f, (to_set & FS_SET_MTIME_NOW)
+								     ? NULL : &attr->st_mtim);
 		}
 	}
 	if (path && err == 0 && (to_set & (FS_SET_UID | FS_SET_GID)))
@@ -523,6 +611,8 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 	char *path = fs_node_guest_path(fs, n, &err);
 	table_unlock(fs);
 
+	if (f && (to_set & FS_SET_SIZE))
+		land_own_uploads(fs, f);
 	if (f)
 		file_lock(f);
 	err = apply_setattr(fs, n, f, path, err, attr, to_set);

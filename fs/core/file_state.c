@@ -560,6 +560,59 @@ ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
 	return (ssize_t)done;
 }
 
+int file_state_hold_whole(struct file_state *f, struct sb_backend *b,
+			  const char *guest_path, off_t keep)
+{
+	if (f->dirty || !f->remote_exists || f->unlinked || keep <= 0)
+		return 0;
+	off_t end = keep < f->size ? keep : f->size;
+	if (end > 0 && !range_set_covers(&f->present, 0, end)) {
+		size_t w;
+		int r = make_present(f, b, guest_path, 0, &end, 0,
+				     READ_WINDOW_MAX, &w);
+		if (r < 0)
+			return r;
+	}
+	/* Asked, not taken from the spool's record: a spool that had
+	 * fetched nothing took whatever copy of the same size its first
+	 * fetch met. */
+	if (!f->opened_known)
+		return 0;
+	struct stat st;
+	/* no answer is no proof of a change: the write goes into the spool,
+	 * and its upload says what became of it (a name the sandbox removed
+	 * fails there, and the bytes are kept) */
+	if (sb_stat(b, guest_path, &st, NULL) < 0)
+		return 0;
+	if (st.st_size == f->opened_size &&
+	    st.st_mtim.tv_sec == f->opened_mtime.tv_sec)
+		return 0;
+	sb_warn("%s was replaced or changed in the sandbox while open here: a "
+		"write made on the copy opened before is refused (EIO), not "
+		"mixed into the new one; open the file again to write it",
+		guest_path);
+	return -EIO;
+}
+
+void file_state_opened(struct file_state *f, const struct stat *st)
+{
+	/* a dirty spool is the mount's own copy, not the node's: its upload
+	 * names the copy (file_state_upload_done) */
+	f->opened_known = st && f->remote_exists && !f->dirty;
+	if (st) {
+		f->opened_size = st->st_size;
+		f->opened_mtime = st->st_mtim;
+	}
+}
+
+void file_state_mtime_set_here(struct file_state *f, const struct timespec *mtime)
+{
+	if (mtime)
+		f->opened_mtime = *mtime;
+	else
+		f->opened_known = false;
+}
+
 ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
 			 off_t off)
 {
@@ -670,6 +723,10 @@ void file_state_upload_done(struct file_state *f, const struct sb_upload *u, int
 		atomic_fetch_add(&first_uploads, 1);
 	f->remote_exists = true;
 	f->ident[0] = '\0'; /* the sandbox's copy is a new one: ours */
+	/* and the open handles' from now on, where its mtime is known */
+	f->opened_known = u->mtime_set;
+	f->opened_size = u->size;
+	f->opened_mtime = u->mtime;
 	/* A fetch still under way (one whose reader took its part and went
 	 * on) is of the copy before: it must neither add to the spool nor,
 	 * ending, take that copy for a change in the sandbox and adopt it. */

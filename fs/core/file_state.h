@@ -88,6 +88,17 @@ struct file_state {
 	 * same, or the copy changed in between and the spool is dropped
 	 * rather than spliced. */
 	char ident[SB_IDENT_MAX];
+	/* The sandbox's copy the open handles started from: the node's
+	 * size and mtime when the first of them opened, or those of the
+	 * mount's own upload since (opened_known: one of them is; not the
+	 * inode, which the node learns late after an upload that replaced
+	 * the file). A shared mapping's pages, and so what is written through
+	 * them, are of that copy: once the sandbox holds another (replaced
+	 * or rewritten under them), a write is refused, never spliced into
+	 * it (file_state_hold_whole). */
+	bool opened_known;
+	off_t opened_size;
+	struct timespec opened_mtime;
 	/* A fetch found the sandbox's copy different from the attributes the
 	 * node had: op_read makes them be asked again. */
 	bool remote_changed;
@@ -137,6 +148,26 @@ struct file_state *file_state_clone(const struct file_state *f,
 ssize_t file_state_read(struct file_state *f, struct sb_backend *b,
 			const char *guest_path, char *buf, size_t len,
 			off_t off);
+/* Before a local change of a clean spool of a file the sandbox has (a
+ * write; a truncate keeping keep bytes): fetches what the spool lacks of
+ * them now, so that a dirty spool is always whole and its upload never
+ * fetches from a copy the sandbox changed since (that upload is then the
+ * host's whole version: last upload wins). -EIO when the sandbox's copy
+ * is no longer the one the open handles started from (a stat says so:
+ * size, whole-second mtime), so a write made on the
+ * old copy is never spliced into the new one (a stat with no answer is
+ * no proof: the write goes on); other -errno as a read's.
+ * f->lock held. */
+int file_state_hold_whole(struct file_state *f, struct sb_backend *b,
+			  const char *guest_path, off_t keep);
+/* The first handle of f opened, the node or the sandbox showing st
+ * (NULL: not known): the copy its writes are made on (for a dirty spool,
+ * its upload's). f->lock held. */
+void file_state_opened(struct file_state *f, const struct stat *st);
+/* The mount set the sandbox's copy's mtime (utimens; NULL: "now", by the
+ * sandbox's clock, not known here): still the copy the handles opened.
+ * f->lock held. */
+void file_state_mtime_set_here(struct file_state *f, const struct timespec *mtime);
 ssize_t file_state_write(struct file_state *f, const char *buf, size_t len,
 			 off_t off);
 int file_state_truncate(struct file_state *f, off_t size);

@@ -42,10 +42,7 @@ load helpers
 #                      name, a count the kernel kept after a link, and a
 #                      rename onto a link that lost the name in the
 #                      kernel's cache; all fixed)
-#   docker:sbexec-rm   the image's busybox `rm -f x/b` where x is a file
-#                      succeeds where the host's GNU rm fails (ENOTDIR): a
-#                      difference of tools, not of the mount
-DIFF_KNOWN_BROKEN=${DIFF_KNOWN_BROKEN-"dirmtime dirctime mtime ctime link docker:sbexec-rm"}
+DIFF_KNOWN_BROKEN=${DIFF_KNOWN_BROKEN-"dirmtime dirctime mtime ctime link"}
 
 DIFF_SEEDS="1 2 3"
 DIFF_OPS=3000

@@ -818,6 +818,54 @@ static void test_read_ending_after_an_upload(void)
 	teardown(&t);
 }
 
+/* A dirty spool is the whole file from its first write: a replace in
+ * the sandbox after it loses to the upload whole (last upload wins), and
+ * one before it, under the open file, refuses the write (issue 41 item 2:
+ * the upload completed the host's pages from the new file). */
+static void test_write_never_splices_a_replaced_file(void)
+{
+	struct t t;
+	setup(&t);
+	mem_put(t.b, W "/g", "0123456789");
+	uint64_t ino = look(&t, ROOT, "g");
+	struct fs_open o = {.flags = O_RDWR};
+	CHECK_INT(fs_open(&t.fs, ino, &o), 0);
+	CHECK_INT(fs_write(&t.fs, ino, o.fh, "xy", 2, 0), 2);
+	mem_remove(t.b, W "/g");
+	mem_put(t.b, W "/g", "ABCDEFGHIJ"); /* sbexec mv new g */
+	CHECK_INT(fs_flush(&t.fs, ino, o.fh), 0);
+	char *got = mem_get(t.b, W "/g");
+	CHECK(got && strcmp(got, "xy23456789") == 0);
+	free(got);
+	fs_release(&t.fs, ino, o.fh);
+
+	/* replaced after the open, before the first write: refused */
+	ino = look(&t, ROOT, "g");
+	o = (struct fs_open){.flags = O_RDWR};
+	CHECK_INT(fs_open(&t.fs, ino, &o), 0);
+	mem_remove(t.b, W "/g");
+	mem_put(t.b, W "/g", "abcdefghij");
+	fs_invalidate(&t.fs, "/");
+	CHECK_INT(fs_write(&t.fs, ino, o.fh, "HH", 2, 4), -EIO);
+	CHECK_INT(fs_flush(&t.fs, ino, o.fh), 0);
+	got = mem_get(t.b, W "/g");
+	CHECK(got && strcmp(got, "abcdefghij") == 0);
+	free(got);
+	fs_release(&t.fs, ino, o.fh);
+
+	/* a new open writes on the new copy */
+	ino = look(&t, ROOT, "g");
+	o = (struct fs_open){.flags = O_RDWR};
+	CHECK_INT(fs_open(&t.fs, ino, &o), 0);
+	CHECK_INT(fs_write(&t.fs, ino, o.fh, "HH", 2, 4), 2);
+	CHECK_INT(fs_flush(&t.fs, ino, o.fh), 0);
+	got = mem_get(t.b, W "/g");
+	CHECK(got && strcmp(got, "abcdHHghij") == 0);
+	free(got);
+	fs_release(&t.fs, ino, o.fh);
+	teardown(&t);
+}
+
 /* The copy a link's new name starts from: the content and what it is a
  * copy of; only a whole, clean spool of a known sandbox copy gives one. */
 static void test_file_state_clone(void)
@@ -1955,6 +2003,7 @@ int main(void)
 	test_spool_room_given_meanwhile_is_tried();
 	test_read_takes_checked_segments();
 	test_read_ending_after_an_upload();
+	test_write_never_splices_a_replaced_file();
 	test_writeback_upload_before_dir_rename();
 	test_writeback_pending_rename_and_unlink();
 	test_writeback_times_go_with_upload();
