@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../util/log.h"
+#include "util/log.h"
 #include "server_internal.h"
 
 /* workdir + the normalised mount-relative cwd, then -w on top. NULL with

@@ -18,7 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../util/log.h"
+#include "util/log.h"
 #include "frame.h"
 
 #include "server_internal.h"

@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "../backends/backend.h"
+#include "backends/backend.h"
 
 struct control_hooks {
 	void *arg;

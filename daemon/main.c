@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../control/client.h"
-#include "../control/progress.h"
-#include "../fs/core/fs.h"
-#include "../fs/writeback/wb_journal.h"
-#include "../util/log.h"
+#include "control/client.h"
+#include "control/progress.h"
+#include "fs/core/fs.h"
+#include "fs/writeback/wb_journal.h"
+#include "util/log.h"
 #include "list_owned.h"
 #include "mount.h"
 #include "options.h"

@@ -17,17 +17,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../backends/fault_inject.h"
-#include "../control/client.h"
-#include "../control/frame.h"
-#include "../control/server.h"
-#include "../fs/coherence.h"
-#include "../fs/core/fs.h"
-#include "../fs/fuse_adapter.h"
-#include "../fs/writeback/wb_journal.h"
-#include "../fs/writeback/writeback.h"
-#include "../util/crash_report.h"
-#include "../util/log.h"
+#include "backends/fault_inject.h"
+#include "control/client.h"
+#include "control/frame.h"
+#include "control/server.h"
+#include "fs/coherence.h"
+#include "fs/core/fs.h"
+#include "fs/fuse_adapter.h"
+#include "fs/writeback/wb_journal.h"
+#include "fs/writeback/writeback.h"
+#include "util/crash_report.h"
+#include "util/log.h"
 
 /* ---- daemonizing: the parent waits for the child's verdict ---- */
 

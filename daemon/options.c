@@ -1,8 +1,8 @@
 #include "options.h"
 
-#include "../backends/fault_inject.h"
-#include "../util/log.h"
-#include "../util/size_parse.h"
+#include "backends/fault_inject.h"
+#include "util/log.h"
+#include "util/size_parse.h"
 
 #define FUSE_USE_VERSION 314
 #include <curl/curl.h>

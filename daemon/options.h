@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "../backends/backend.h"
+#include "backends/backend.h"
 
 struct mount_options {
 	const struct sb_backend_ops *backend;

@@ -4,8 +4,8 @@
  * flock for as long as the daemon lives: no pid is trusted, a dead
  * daemon's lock is gone with it. */
 #include "sandbox_claim.h"
-#include "../fs/writeback/wb_journal.h"
-#include "../util/log.h"
+#include "fs/writeback/wb_journal.h"
+#include "util/log.h"
 
 #include <ctype.h>
 #include <errno.h>

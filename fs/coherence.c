@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/log.h"
+#include "util/log.h"
 #include "fs_node.h"
 #include "writeback/wb_journal.h"
 #include "writeback/writeback.h"

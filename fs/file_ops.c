@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/log.h"
+#include "util/log.h"
 #include "fs_node.h"
 #include "writeback/wb_removes.h"
 #include "writeback/writeback.h"

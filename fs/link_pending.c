@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/log.h"
+#include "util/log.h"
 #include "fs_node.h"
 #include "writeback/writeback.h"
 

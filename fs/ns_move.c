@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/log.h"
+#include "util/log.h"
 #include "coherence.h"
 #include "fs_node.h"
 #include "link_pending.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/log.h"
+#include "util/log.h"
 
 #define LOGGED_REFUSALS_MAX 5
 

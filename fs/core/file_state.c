@@ -1,7 +1,7 @@
 #include "file_state.h"
 #include "spool_io.h"
-#include "../../util/fd_copy.h"
-#include "../../util/log.h"
+#include "util/fd_copy.h"
+#include "util/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,7 +12,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "../../backends/backend.h"
+#include "backends/backend.h"
 #include "range_set.h"
 #include "readahead.h"
 

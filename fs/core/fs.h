@@ -11,7 +11,7 @@
 #include <sys/statvfs.h>
 #include <sys/types.h>
 
-#include "../../backends/backend.h"
+#include "backends/backend.h"
 #include "node_table.h"
 
 struct fs_config {

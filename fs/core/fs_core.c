@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../util/log.h"
+#include "util/log.h"
 #include "fs_internal.h"
 #include "spool_budget.h"
 

@@ -7,7 +7,7 @@
 #include "file_state.h"
 #include "fs.h"
 #include "lock_order.h"
-#include "../writeback/wb_park.h"
+#include "fs/writeback/wb_park.h"
 
 /* The table lock and the file locks, in the order of lock_order.h. */
 static inline void table_lock(struct fs *fs)

@@ -3,7 +3,7 @@
 #ifdef SBFS_LOCK_CHECK
 #include <stdlib.h>
 
-#include "../../util/log.h"
+#include "util/log.h"
 
 static const char *const class_name[FS_LOCK_CLASSES] = {
 	[FS_LOCK_SPOOL_FULL] = "spool-full lock",

@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../core/lock_order.h"
-#include "../../util/fd_copy.h"
+#include "fs/core/lock_order.h"
+#include "util/fd_copy.h"
 
 struct wb_journal {
 	char dir[PATH_MAX];

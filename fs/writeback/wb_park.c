@@ -4,8 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../util/log.h"
-#include "../core/file_state.h"
+#include "util/log.h"
+#include "fs/core/file_state.h"
 #include "wb_journal.h"
 
 void wb_park(struct file_state *f, unsigned handles_left)

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../util/log.h"
-#include "../../util/timespec.h"
-#include "../core/fs_internal.h"
+#include "util/log.h"
+#include "util/timespec.h"
+#include "fs/core/fs_internal.h"
 #include "wb_removes_queue.h"
 
 /* One backend call at most this many entries / path bytes: the shell

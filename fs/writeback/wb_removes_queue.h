@@ -14,7 +14,7 @@
 
 #include <sys/types.h>
 
-#include "../../backends/backend.h"
+#include "backends/backend.h"
 
 /* The sandbox file a removed name was one of several names of: the other
  * names' link counts still count the name until its remove lands. */

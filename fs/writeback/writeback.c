@@ -6,10 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../util/log.h"
-#include "../../util/timespec.h"
-#include "../core/fs_internal.h"
-#include "../core/spool_budget.h"
+#include "util/log.h"
+#include "util/timespec.h"
+#include "fs/core/fs_internal.h"
+#include "fs/core/spool_budget.h"
 #include "wb_journal.h"
 #include "wb_park.h"
 #include "wb_removes.h"
