@@ -229,25 +229,6 @@ int fs_check_new_name(struct fs *fs, uint64_t parent, const char *name)
 
 /* Takes a reference to n's spool for an operation that needs it without
  * the table lock. */
-struct file_state *fs_pin_file(struct fs *fs, struct node *n)
-{
-	struct file_state *f = n->file;
-	if (f)
-		f->pins++;
-	(void)fs;
-	return f;
-}
-
-void fs_unpin_file(struct fs *fs, uint64_t ino)
-{
-	table_lock(fs);
-	struct node *n = node_by_ino(&fs->t, ino);
-	if (n && n->file) {
-		n->file->pins--;
-		fs_file_unref(fs, n);
-	}
-	table_unlock(fs);
-}
 
 /* The spool of an open handle, pinned for use without the table lock. */
 struct file_state *fs_handle_file(struct fs *fs, uint64_t fh,

@@ -61,11 +61,6 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 char *fs_path_of(struct fs *fs, uint64_t ino, int *err);
 char *fs_child_path_of(struct fs *fs, uint64_t parent, const char *name,
 		       int *err);
-/* A reference to n's spool for use without the table lock (NULL when it
- * has none). Table lock held. */
-struct file_state *fs_pin_file(struct fs *fs, struct node *n);
-/* Drops it again. Table lock NOT held. */
-void fs_unpin_file(struct fs *fs, uint64_t ino);
 /* The spool of an open handle (fh), pinned; *np its node. */
 struct file_state *fs_handle_file(struct fs *fs, uint64_t fh,
 				  struct node **np);

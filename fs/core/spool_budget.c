@@ -201,7 +201,16 @@ static size_t pin_clean_open(struct fs *fs, uint64_t **inos,
 	return n;
 }
 
-static void unpin(struct fs *fs, uint64_t ino)
+struct file_state *fs_pin_file(struct fs *fs, struct node *n)
+{
+	struct file_state *f = n->file;
+	if (f)
+		f->pins++;
+	(void)fs;
+	return f;
+}
+
+void fs_unpin_file(struct fs *fs, uint64_t ino)
 {
 	table_lock(fs);
 	struct node *n = node_by_ino(&fs->t, ino);
@@ -238,7 +247,7 @@ static size_t give_back_fetched(struct fs *fs, struct file_state *held)
 			if (f != held)
 				file_unlock(f);
 		}
-		unpin(fs, inos[i]);
+		fs_unpin_file(fs, inos[i]);
 	}
 	free(inos);
 	free(files);

@@ -35,6 +35,11 @@ struct file_state *spool_new(struct fs *fs, off_t size, mode_t mode,
  * is pending, it is kept as a read cache (within the budget) or freed.
  * Table lock held. */
 void fs_file_unref(struct fs *fs, struct node *n);
+/* A reference to n's spool for use without the table lock (NULL when it
+ * has none). Table lock held. */
+struct file_state *fs_pin_file(struct fs *fs, struct node *n);
+/* Drops it again. Table lock NOT held. */
+void fs_unpin_file(struct fs *fs, uint64_t ino);
 /* Takes a kept spool back into use (an open). Table lock held. */
 void fs_file_reuse(struct fs *fs, struct file_state *f);
 /* Frees n's spool if it is only kept as a read cache. Table lock held. */
