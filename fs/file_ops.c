@@ -58,8 +58,9 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 	 * be a stat taken while one was under way, naming a copy the upload
 	 * then replaced, and the first write was refused as if the sandbox
 	 * had changed it (fsx after a close, a cache drop and a reopen). */
-	bool asks = fs->wb && !created && (fi->flags & O_ACCMODE) != O_RDONLY &&
-		    !(fi->flags & O_TRUNC);
+	bool may_write = fs->wb && !created && (fi->flags & O_ACCMODE) != O_RDONLY &&
+			 !(fi->flags & O_TRUNC);
+	bool asks = may_write;
 	if (asks) {
 		/* A dirty spool's copy is the one its upload will name
 		 * (file_state_opened): nothing to ask. Only this file's own
@@ -139,8 +140,12 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 		free(path);
 	}
 	if (f && first_handle) {
+		/* Dirty at the open: not asked, and the node's attributes may
+		 * be from before its upload, which can land before this line;
+		 * the upload names the copy (file_state_upload_done). */
+		bool known = opened.st_mode && !(may_write && !asks);
 		file_lock(f);
-		file_state_opened(f, opened.st_mode ? &opened : NULL);
+		file_state_opened(f, known ? &opened : NULL);
 		file_unlock(f);
 	}
 	if (f && !created)
