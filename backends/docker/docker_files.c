@@ -6,11 +6,9 @@
  * 404 for a missing DIR (Podman creates it): only then is the directory
  * made with one shell command and the upload retried.
  *
- * stat: GET on the same endpoint gives X-Docker-Container-Path-Stat
- * (base64 JSON: name, size, Go FileMode, mtime, linkTarget) and then the
- * archive, whose first tar header tells the owner the stat header does
- * not; the transfer ends there: one HTTP round trip instead of a command.
- * Symlinks go to the shell stat:
+ * stat: HEAD on the same endpoint gives X-Docker-Container-Path-Stat
+ * (base64 JSON: name, size, Go FileMode, mtime, linkTarget) at the cost of
+ * one HTTP round trip instead of a command. Symlinks go to the shell stat:
  * the header's linkTarget is the resolved path, not what readlink gives,
  * and Podman reports a symlink as its target (so any linkTarget that is
  * not the path itself counts as "maybe a symlink"). Podman also expands
@@ -483,28 +481,6 @@ struct stat_hdr {
 	char *value;
 };
 
-/* The first bytes of the path's archive, until its first header tells
- * the owner (the stat header has none). */
-struct first_header {
-	char buf[DK_TAR_OWNER_MAX + DK_TAR_BLOCK];
-	size_t len;
-	int found; /* dk_tar_first_owner's answer (an engine's JSON
-		    * error is shorter than a header: 0 to its end) */
-	unsigned uid, gid;
-};
-
-static int on_archive_data(void *arg, const char *data, size_t len)
-{
-	struct first_header *f = arg;
-	size_t take = sizeof(f->buf) - f->len < len ? sizeof(f->buf) - f->len : len;
-	memcpy(f->buf + f->len, data, take);
-	f->len += take;
-	f->found = dk_tar_first_owner(f->buf, f->len, &f->uid, &f->gid);
-	/* enough read: the rest (a file's bytes, a directory's tree) is
-	 * not wanted, so the transfer ends here */
-	return f->found ? -ECANCELED : 0;
-}
-
 static void on_stat_header(void *arg, const char *name, const char *value)
 {
 	struct stat_hdr *h = arg;
@@ -533,28 +509,17 @@ int docker_stat(struct sb_backend *b, const char *path, struct stat *st,
 		 d->cid, q);
 	free(q);
 	struct stat_hdr h = {0};
-	struct first_header *first = calloc(1, sizeof(*first));
-	if (!first)
-		return -ENOMEM;
-	/* GET, not HEAD: the engine's stat header has no owner, the tar
-	 * header of the archive's first entry (the path itself) has it */
 	struct http_req req = {
-		.method = "GET",
+		.method = "HEAD",
 		.path = url,
 		.on_header = on_stat_header,
 		.header_arg = &h,
+		.max_response = 4096,
 		.timeout_ms = DK_CALL_TIMEOUT_MS,
-		.on_data = on_archive_data,
-		.data_arg = first,
 	};
 	struct http_resp resp;
 	int rc = http_request(&d->ep, &req, &resp);
 	http_resp_free(&resp);
-	if (rc == -ECANCELED && first->found)
-		rc = 0; /* ended here, on purpose: the status is whole */
-	int found = first->found;
-	unsigned uid = first->uid, gid = first->gid;
-	free(first);
 	if (rc == 0 && resp.status == 404) {
 		/* Podman answers 404 for a dangling symlink, but with the
 		 * link's stat header: it is there, the shell says what it is */
@@ -577,12 +542,11 @@ int docker_stat(struct sb_backend *b, const char *path, struct stat *st,
 	json_t *jm = json_object_get(j, "mode");
 	const char *lt = json_string_value(json_object_get(j, "linkTarget"));
 	struct timespec mt;
-	if (found != 1 || !json_is_integer(jm) ||
+	if (!json_is_integer(jm) ||
 	    parse_rfc3339(json_string_value(json_object_get(j, "mtime")), &mt) < 0 ||
 	    (json_integer_value(jm) & GO_SYMLINK) || (lt && *lt && strcmp(lt, path))) {
-		/* anything else (symlink, odd answer, an archive whose
-		 * first header did not come, engine error): the shell
-		 * knows, and reports a dead container properly */
+		/* anything else (symlink, odd answer, engine error): the
+		 * shell knows, and reports a dead container properly */
 		json_decref(j);
 		return shell_stat(b, path, st, link_target);
 	}
@@ -610,8 +574,8 @@ int docker_stat(struct sb_backend *b, const char *path, struct stat *st,
 	 * core to keep (0); a guess would undo what the mount's own mkdir,
 	 * rename and link counted. */
 	st->st_nlink = 0;
-	st->st_uid = uid;
-	st->st_gid = gid;
+	st->st_uid = d->uid;
+	st->st_gid = d->gid;
 	st->st_blksize = 4096;
 	st->st_blocks = (st->st_size + 511) / 512;
 	json_decref(j);

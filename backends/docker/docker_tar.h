@@ -35,13 +35,4 @@ size_t dk_tar_pad(uint64_t size);
 /* Length of the end-of-archive marker (two zero blocks). */
 #define DK_TAR_TRAILER (2 * DK_TAR_BLOCK)
 
-/* The owner of an archive's first entry (GET /containers/{id}/archive
- * sends the path itself first), from the first len bytes of the stream:
- * 1 with *uid and *gid set, 0 while more bytes are needed, -EPROTO for
- * what is no tar header, -E2BIG when the extension headers before it run
- * past DK_TAR_OWNER_MAX bytes. An id past 32 bits reads as 0. */
-#define DK_TAR_OWNER_MAX (64 * 1024)
-#define DK_TAR_ID_UNTOLD 0xffffffffULL
-int dk_tar_first_owner(const char *buf, size_t len, unsigned *uid, unsigned *gid);
-
 #endif

@@ -55,35 +55,6 @@ lchown OK" chown f 1234 2345 lchown l 77 88
 	assert_eq "$(sb cat "$WS/f")" data
 }
 
-@test "a chown on either side shows on the mount as the sandbox's own stat says, after a refresh too" {
-	need_root
-	mount_sbfs
-	cd "$MNT"
-	echo data >f
-	mkdir d
-	expect_po "chown OK
-chown OK" chown f 123 456 chown d 124 457
-	assert_eq "$(owner_in_sandbox f)" "123 456" "f in the sandbox"
-	assert_eq "$(owner_on_mount f)" "123 456" "f on the mount"
-	assert_eq "$(owner_on_mount d)" "124 457" "d on the mount"
-	# asked again: the mount shows what the sandbox says, not a default
-	drop_kernel_caches
-	sbfs refresh "$MNT" >/dev/null
-	assert_eq "$(owner_on_mount f)" "$(owner_in_sandbox f)" "f after a refresh"
-	assert_eq "$(owner_on_mount d)" "$(owner_in_sandbox d)" "d after a refresh"
-	# a chown the sandbox made shows too, also where the mount asks a
-	# stat for one name (a directory it never listed)
-	sb sh -c 'mkdir "$1/sub" && echo x >"$1/sub/k" && chown 321:654 "$1/f" "$1/d" "$1/sub/k"' sh "$WS"
-	assert_eq "$(owner_on_mount sub/k)" "321 654" "sub/k, made and chowned by the sandbox"
-	assert_eq "$(owner_on_mount f)" "321 654" "f after the sandbox's chown"
-	assert_eq "$(owner_on_mount d)" "321 654" "d after the sandbox's chown"
-	drop_kernel_caches
-	sbfs refresh "$MNT" >/dev/null
-	assert_eq "$(owner_on_mount sub/k)" "$(owner_in_sandbox sub/k)" "sub/k after a second refresh"
-	assert_eq "$(owner_on_mount f)" "$(owner_in_sandbox f)" "f after a second refresh"
-	assert_eq "$(owner_on_mount d)" "$(owner_in_sandbox d)" "d after a second refresh"
-}
-
 @test "chown of a file still being written reaches the sandbox with its data" {
 	need_root
 	mount_sbfs

@@ -176,58 +176,8 @@ static void test_path_entries(void)
 	CHECK_INT(h[156], 'x');
 }
 
-/* The owner of the first entry of an archive the engine sends: plain
- * ustar, ids in pax records, GNU base-256, and nothing until the header
- * is whole. */
-static void test_first_owner(void)
-{
-	char a[4 * DK_TAR_HEADER_MAX] = {0};
-	unsigned uid = 7, gid = 7;
-	ssize_t n = dk_tar_file_header(a, "f", 0644, 5, 1, 123, 456);
-	CHECK_INT(n, 512);
-	for (size_t len = 0; len < 512; len += 100)
-		CHECK_INT(dk_tar_first_owner(a, len, &uid, &gid), 0);
-	CHECK_INT(dk_tar_first_owner(a, 512, &uid, &gid), 1);
-	CHECK_INT(uid, 123);
-	CHECK_INT(gid, 456);
-	/* ids past ustar's 7 octal digits and a long name: pax records
-	 * first, the ids they name win over the ustar fields' 0 */
-	char longname[200];
-	memset(longname, 'n', sizeof longname - 1);
-	longname[sizeof longname - 1] = '\0';
-	n = dk_tar_file_header(a, longname, 0644, 5, 1, 3000000000u, 2100000000u);
-	CHECK(n > 512);
-	CHECK_INT(a[156], 'x');
-	CHECK_INT(dk_tar_first_owner(a, 512, &uid, &gid), 0);
-	CHECK_INT(dk_tar_first_owner(a, (size_t)n - 1, &uid, &gid), 0);
-	CHECK_INT(dk_tar_first_owner(a, (size_t)n, &uid, &gid), 1);
-	CHECK_INT(uid, 3000000000u);
-	CHECK_INT(gid, 2100000000u);
-	/* GNU base-256 ids in the ustar fields */
-	CHECK_INT(dk_tar_file_header(a, "g", 0644, 5, 1, 0, 0), 512);
-	memset(a + 108, 0, 8);
-	a[108] = (char)0x80;
-	a[114] = 0x01; /* 0x0102 = 258 */
-	a[115] = 0x02;
-	unsigned sum = 0;
-	memset(a + 148, ' ', 8);
-	for (size_t i = 0; i < 512; i++)
-		sum += (unsigned char)a[i];
-	snprintf(a + 148, 8, "%06o", sum);
-	CHECK_INT(dk_tar_first_owner(a, 512, &uid, &gid), 1);
-	CHECK_INT(uid, 258);
-	CHECK_INT(gid, 0);
-	/* what is no tar: an engine's JSON error, a broken checksum */
-	char json[512] = "{\"message\":\"Could not find the file\"}";
-	CHECK_INT(dk_tar_first_owner(json, sizeof json, &uid, &gid), -EPROTO);
-	CHECK_INT(dk_tar_file_header(a, "f", 0644, 5, 1, 1, 1), 512);
-	a[0] = 'g';
-	CHECK_INT(dk_tar_first_owner(a, 512, &uid, &gid), -EPROTO);
-}
-
 int main(void)
 {
-	test_first_owner();
 	test_plain();
 	test_path_entries();
 	test_refused();
