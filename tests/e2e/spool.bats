@@ -8,7 +8,9 @@ load helpers
 
 setup() {
 	sbfs_setup
-	SPOOL=$(mktemp -d "${TMPDIR:-/tmp}/sbfs-spool.XXXXXX")
+	# in the suite's own folder: a run cut short (its cap, a kill) leaves
+	# no tmpfs behind, tests/run's exit unmounts what is left there
+	SPOOL=$(mktemp -d "${SBFS_TEST_TMPDIR:-${TMPDIR:-/tmp}}/sbfs-spool.XXXXXX")
 	mount -t tmpfs -o size=4m sbfs-test-spool "$SPOOL" ||
 		skip "cannot mount a tmpfs for the spool (needs root)"
 	mount_sbfs -o "spool_dir=$SPOOL"
