@@ -444,8 +444,18 @@ with_big_stack() {
 # sbexec_signalled SIG SCRIPT: runs SCRIPT (sh, $1 = a marker to poll for)
 # under sbexec in the background, sends SIG to sbexec once the command
 # runs; sets status and output. $2 = how many times to send it.
+# A trap waits for the foreground command (POSIX, "trap"): a signal that
+# reaches the shell after it checked for traps and before it forked its
+# next sleep leaves the trap pending until that sleep ends. That is the
+# shell's own race, a terminal's Ctrl-C meets it too (plain dash, a
+# group's HUP a few ms after start: 2 of 300 waited out a 59 s sleep), so
+# a script that traps sleeps in short naps (TRAP_NAP): a lost signal still
+# loops forever, a pending trap runs within a nap.
+trap_nap() { echo "0.9${RANDOM}${RANDOM}"; }
+
+# sbexec_signalled SIG SCRIPT [TIMES [NAP]]: SCRIPT gets NAP as $1.
 sbexec_signalled() {
-	local sig=$1 script=$2 times=${3:-1} nap=59.${RANDOM}3 pid i
+	local sig=$1 script=$2 times=${3:-1} nap=${4:-59.${RANDOM}3} pid i
 	sbexec sh -c "$script" sh "$nap" >"$T/sig.out" 2>&1 &
 	pid=$!
 	poll 60 test -e "$MNT/started" || {
@@ -477,7 +487,7 @@ sbexec_signalled() {
 		rm -f "$MNT/started"
 		code=$((RANDOM % 50 + 3))
 		sbexec_signalled "$sig" "trap 'echo trapped-$sig; exit $code' $sig
-			touch /workspace/started; while :; do sleep \"\$1\"; done"
+			touch /workspace/started; while :; do sleep \"\$1\"; done" 1 "$(trap_nap)"
 		if backend_exec_signals; then
 			assert_status "$code"
 			assert_output_has "trapped-$sig"
@@ -495,13 +505,15 @@ faults_injected() { json_int "$(status_json)" faults_injected; }
 # The backend starts the command 4 s late (inject_faults=slow): the HUP
 # reaches the daemon before the command exists. It is held until the
 # command's group is there, then delivered (its trap may not be set yet:
-# then it dies of it, 129), never dropped (CI, local: "sbexec still
-# running after 1 HUP"; a kill-only backend kills it: 129 too).
+# then it dies of it, 129), never dropped (a kill-only backend kills it:
+# 129 too). The script naps (trap_nap): CI's "still running 40 s after an
+# early HUP" on local and e2b was its trap pending behind a 59 s sleep.
 @test "a signal sent before the remote command exists is held and delivered, not lost" {
 	unmount_sbfs
 	mount_sbfs -o inject_faults=slow4000:exec:every1
 	cd "$MNT"
-	local before pid nap=59.${RANDOM}3
+	local before pid nap
+	nap=$(trap_nap)
 	before=$(faults_injected)
 	sbexec sh -c 'trap "echo trapped-HUP; exit 7" HUP; while :; do sleep "$1"; done' \
 		sh "$nap" >"$T/early.out" 2>&1 &
