@@ -218,7 +218,10 @@ struct sb_backend_ops {
 			struct sb_dirlist *out);
 	/* lstat semantics; *link_target (may be NULL) is set for symlinks.
 	 * st_nlink 0: this call cannot tell a directory's link count (the
-	 * Docker archive API); the fs core keeps the count it knew. */
+	 * Docker archive API); the fs core keeps the count it knew.
+	 * st_uid and st_gid SB_ID_UNTOLD: this call cannot tell the owner
+	 * (the same API); the fs core keeps the owner a listing or the
+	 * mount's own chown told, else shows the sandbox's user. */
 	int (*stat)(struct sb_backend *b, const char *path, struct stat *st,
 		    char **link_target);
 	int (*mkdir)(struct sb_backend *b, const char *path, mode_t mode);

@@ -143,6 +143,7 @@ static void collect_inval(struct node *n, void *arg)
 	 * its stat counts no links, only a listing tells them again. */
 	if (S_ISDIR(n->st.st_mode))
 		n->links_stale = true;
+	n->owner_stale = true;
 	/* The sandbox may have rewritten any file: cached content goes,
 	 * whatever its size and mtime say. */
 	if (n->file) {
@@ -229,7 +230,8 @@ static bool shows_same(const struct fs *fs, const struct node *n, const struct s
 	struct stat st = *raw;
 	fs_map_attr(fs, &st);
 	if ((st.st_mode & 07777) != (n->st.st_mode & 07777) ||
-	    st.st_uid != n->st.st_uid || st.st_gid != n->st.st_gid)
+	    (st.st_uid != SB_ID_UNTOLD && st.st_uid != n->st.st_uid) ||
+	    (st.st_gid != SB_ID_UNTOLD && st.st_gid != n->st.st_gid))
 		return false;
 	/* A directory's size and times move with its entries, whose own
 	 * changes are reported by name; a node the mount made had its

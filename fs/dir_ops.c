@@ -58,22 +58,6 @@ struct listing_start {
 	uint64_t changes;	/* fs->changes: changes the watch reported */
 };
 
-/* An entry whose owner the listing named without a number
- * (SB_ID_UNTOLD; st mapped): the ids node c last knew, or the sandbox
- * user's, are shown until the stat its expired attributes make the mount
- * ask. */
-static void guess_ids(const struct fs *fs, const struct node *c, struct stat *st)
-{
-	struct stat user = {.st_mode = S_IFREG, .st_uid = fs->b->guest_uid,
-			    .st_gid = fs->b->guest_gid};
-	fs_map_attr(fs, &user);
-	const struct stat *from = (c->st.st_mode & S_IFMT) ? &c->st : &user;
-	if (st->st_uid == SB_ID_UNTOLD)
-		st->st_uid = from->st_uid;
-	if (st->st_gid == SB_ID_UNTOLD)
-		st->st_gid = from->st_gid;
-}
-
 /* Replaces the cached listing of directory node p with list, fetched
  * while the table was unlocked. Table lock held. */
 static void apply_listing(struct fs *fs, struct node *p,
@@ -97,9 +81,10 @@ static void apply_listing(struct fs *fs, struct node *p,
 		if (!c->file || !c->file->dirty) {
 			bool ids_told = d->st.st_uid != SB_ID_UNTOLD &&
 					d->st.st_gid != SB_ID_UNTOLD;
+			/* untold ids: node_set_attr shows what was told
+			 * before, until the stat its expired attributes
+			 * make the mount ask */
 			fs_map_attr(fs, &d->st);
-			if (!ids_told)
-				guess_ids(fs, c, &d->st);
 			/* a directory whose count only a listing of its own
 			 * tells again, this one telling none: asked at its
 			 * next stat */

@@ -574,6 +574,8 @@ static int record_setattr(struct fs *fs, uint64_t ino, bool has_spool,
 			n->st.st_uid = attr->st_uid;
 		if (to_set & FS_SET_GID)
 			n->st.st_gid = attr->st_gid;
+		if (to_set & (FS_SET_UID | FS_SET_GID))
+			n->owner_told = true; /* the other id stays as told */
 		n->st.st_ctim = now;
 		fs_landed(n);
 		fs_node_stat(n, out);

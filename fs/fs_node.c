@@ -109,6 +109,23 @@ static struct node *recount_links(struct fs *fs, struct node *n, int *err)
 	return n;
 }
 
+/* n's stat told no owner (docker's archive stat) and none was told since
+ * the sandbox may have changed it: a listing of its directory tells it,
+ * and its siblings' (apply_listing). One that fails leaves the owner shown
+ * for the next stat. Table lock held; n again, or NULL with *err. */
+static struct node *retell_owner(struct fs *fs, struct node *n, int *err)
+{
+	n->owner_stale = false;
+	uint64_t ino = n->ino;
+	int r = fs_load_listing(fs, n->parent->ino);
+	n = node_by_ino(&fs->t, ino);
+	if (!n)
+		*err = -ENOENT;
+	else if (r < 0)
+		n->owner_stale = true;
+	return n;
+}
+
 struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 			     const char *name, struct node *n, int *err)
 {
@@ -182,9 +199,15 @@ struct node *fs_refresh_attr(struct fs *fs, struct node *parent,
 				return NULL;
 			}
 		}
+		bool owner_untold = st.st_uid == SB_ID_UNTOLD || st.st_gid == SB_ID_UNTOLD;
 		if (!n->file || !n->file->dirty)
 			fs_record_attr(fs, n, since, &st, link);
 		free(link);
+		if (owner_untold && (!n->owner_told || n->owner_stale) && n->parent) {
+			n = retell_owner(fs, n, err);
+			if (!n)
+				return NULL;
+		}
 		return n->links_stale ? recount_links(fs, n, err) : n;
 	}
 }

@@ -574,8 +574,11 @@ int docker_stat(struct sb_backend *b, const char *path, struct stat *st,
 	 * core to keep (0); a guess would undo what the mount's own mkdir,
 	 * rename and link counted. */
 	st->st_nlink = 0;
-	st->st_uid = d->uid;
-	st->st_gid = d->gid;
+	/* Nor an owner: the mount keeps what a listing or its own chown
+	 * told (the shell's listing has it). Asking the engine's archive
+	 * GET would tell, but reading the file moves its atime. */
+	st->st_uid = SB_ID_UNTOLD;
+	st->st_gid = SB_ID_UNTOLD;
 	st->st_blksize = 4096;
 	st->st_blocks = (st->st_size + 511) / 512;
 	json_decref(j);

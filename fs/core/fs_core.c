@@ -232,6 +232,10 @@ int fs_init(struct fs *fs, struct sb_backend *b, const struct fs_config *cfg)
 	spool_budget_init(&fs->spool);
 	int rc = node_table_init(&fs->t, 0755);
 	fs->t.max_nodes = cfg->max_nodes;
+	struct stat shown = {.st_uid = b->guest_uid, .st_gid = b->guest_gid};
+	fs_map_attr(fs, &shown);
+	fs->t.untold_uid = shown.st_uid;
+	fs->t.untold_gid = shown.st_gid;
 	return rc;
 }
 

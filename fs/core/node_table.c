@@ -1,4 +1,5 @@
 #include "node_table.h"
+#include "backends/backend.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -349,7 +350,21 @@ void node_set_attr(struct node_table *t, struct node *n, const struct stat *st,
 	}
 	/* what the node last knew, expired or not, of a node of that type */
 	nlink_t known = (n->st.st_mode & S_IFMT) == (st->st_mode & S_IFMT) ? n->st.st_nlink : 0;
+	uid_t uid = n->owner_told ? n->st.st_uid : t->untold_uid;
+	gid_t gid = n->owner_told ? n->st.st_gid : t->untold_gid;
 	n->st = *st;
+	/* A call that cannot tell the owner (SB_ID_UNTOLD: docker's archive
+	 * stat, a listing that names it without a number) leaves the one a
+	 * call or the mount's chown told. */
+	if (st->st_uid == SB_ID_UNTOLD || st->st_gid == SB_ID_UNTOLD) {
+		if (st->st_uid == SB_ID_UNTOLD)
+			n->st.st_uid = uid;
+		if (st->st_gid == SB_ID_UNTOLD)
+			n->st.st_gid = gid;
+	} else {
+		n->owner_told = true;
+		n->owner_stale = false;
+	}
 	n->st.st_ino = n->ino;
 	/* A stat that cannot count links (nlink 0: a directory's
 	 * subdirectories, a file's names) leaves the count the mount's own

@@ -47,6 +47,13 @@ struct node {
 	 * count is then the mount's, from its listings and its own mkdir,
 	 * rmdir and rename. */
 	bool nlink_untold;
+	/* A call told this node's owner (a listing, a stat that has one,
+	 * the mount's own chown): a stat that cannot tell one keeps it. */
+	bool owner_told;
+	/* The sandbox may have changed the owner since (a report, a
+	 * coherence point): a stat that cannot tell one asks a listing of
+	 * the directory (fs_refresh_attr). */
+	bool owner_stale;
 	/* The mount's own mkdir, rmdir or rename changed this directory's
 	 * count: the node is never released or evicted, as the count
 	 * may be known nowhere else. */
@@ -131,6 +138,10 @@ struct node_table {
 	size_t max_nodes;
 	size_t sweep_at;           /* no full sweep from forget below this */
 	uint64_t evicted;          /* nodes evicted since init */
+	/* The owner shown for a node no call has told one for (the
+	 * sandbox's user, as the mount shows it). */
+	uid_t untold_uid;
+	gid_t untold_gid;
 };
 
 int node_table_init(struct node_table *t, mode_t root_mode);

@@ -55,6 +55,32 @@ lchown OK" chown f 1234 2345 lchown l 77 88
 	assert_eq "$(sb cat "$WS/f")" data
 }
 
+# docker's stat (the engine's archive HEAD) tells no owner: the one a
+# listing or the mount's own chown told must stay, not turn into the
+# container user's when the attributes expire (issue 41 item 11: the
+# container said 123 456, the mount 0 0, even after a refresh).
+@test "an owner the mount set or the sandbox changed stays shown when the attributes are asked again" {
+	need_root
+	mount_sbfs -o attr_timeout=0.2,dir_timeout=0.2
+	cd "$MNT"
+	echo data >f
+	echo data >g
+	expect_po "chown OK" chown f 123 456
+	sleep 0.5 # expired: the next stat asks the sandbox
+	assert_eq "$(owner_on_mount f)" "123 456" "f, its attributes asked again"
+	drop_kernel_caches
+	sbfs refresh "$MNT" >/dev/null
+	assert_eq "$(owner_on_mount f)" "123 456" "f after a refresh"
+	# made inside: a stat alone tells it (the command's end made the
+	# mount ask again), and a listing
+	sb chown 321:654 "$WS/g"
+	assert_eq "$(owner_on_mount g)" "321 654" "g, stat alone after the command"
+	ls -ln >/dev/null
+	sleep 0.5
+	assert_eq "$(owner_on_mount g)" "321 654" "g, its attributes asked again"
+	assert_eq "$(owner_in_sandbox f)" "123 456" "f in the sandbox"
+}
+
 @test "chown of a file still being written reaches the sandbox with its data" {
 	need_root
 	mount_sbfs
