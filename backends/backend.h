@@ -170,8 +170,6 @@ struct sb_watch_sink {
  * Reads run in the guest, capped (shell_read), unless the backend can keep
  * every promise of that read outside it (the read slot). */
 struct sb_read_sink;
-struct sb_bundle_caps;
-struct sb_bundle_sink;
 struct sb_backend_ops {
 	const char *name;
 	const char *summary;              /* one line for `sbfs --help` */
@@ -258,13 +256,6 @@ struct sb_backend_ops {
 	 * shell_read itself. */
 	int (*read)(struct sb_backend *b, const char *path, off_t off, size_t len,
 		    const struct sb_read_sink *sink, size_t *got);
-	/* A directory bundle (sb_bundle_dir) served without a command in
-	 * the guest, with a read's promises for each file it sends. May be
-	 * NULL: the dispatcher then bundles with one guest command where
-	 * reads run in the guest. */
-	int (*bundle)(struct sb_backend *b, const char *dir,
-		      const struct sb_bundle_caps *caps,
-		      const struct sb_bundle_sink *sink);
 
 	/* `sbfs sweep`: destroy sandboxes labelled by sbfs whose owning mount
 	 * is gone; print one line per sandbox handled. May be NULL. */
@@ -500,37 +491,6 @@ struct sb_read_sink {
 };
 int sb_read_stream(struct sb_backend *b, const char *path, off_t off,
 		   size_t len, const struct sb_read_sink *sink, size_t *got);
-
-/* A directory bundle: the whole contents of the small regular files
- * directly in one directory, in one call, so a cold walk of a tree the
- * sandbox made costs a call per directory, not one per file. Each file
- * sent keeps every promise of a read of it: a regular file reached
- * without following a symlink (a FIFO, device, socket or symlink is never
- * opened, only left out), nothing past its size or the caps, its identity
- * taken from the open file before its data and found unchanged after it
- * (a file that changed meanwhile is left out, never sent mixed). Files
- * are left out, never cut: one past file_max, or past what total_max or
- * files_max leave, is simply not sent (the mount reads it as usual). */
-struct sb_bundle_caps {
-	size_t file_max;   /* bytes of one file */
-	size_t total_max;  /* bytes of data in the whole bundle */
-	size_t files_max;  /* files in the whole bundle */
-};
-struct sb_bundle_sink {
-	/* One whole file of the directory: name is one component; ident is
-	 * the identity line a read of this version reports (the string
-	 * sb_read_sink.ident gets, so a later read is checked against it);
-	 * size its size; data its size bytes. Negative aborts the bundle
-	 * with that value. */
-	int (*file)(void *arg, const char *name, const char *ident, off_t size,
-		    const char *data);
-	void *arg;
-};
-/* 0 once every file the caps let through was sent (none is an answer
- * too), or -errno: what was sent before a failure stays good. */
-int sb_bundle_dir(struct sb_backend *b, const char *dir,
-		  const struct sb_bundle_caps *caps,
-		  const struct sb_bundle_sink *sink);
 /* One file; u->rc is not used. */
 int sb_write_file(struct sb_backend *b, struct sb_upload *u);
 /* Uploads many files as one counted write call (dispatch.c, "batch
