@@ -60,8 +60,8 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 	 * had changed it (fsx after a close, a cache drop and a reopen). */
 	bool may_write = fs->wb && !created && (fi->flags & O_ACCMODE) != O_RDONLY &&
 			 !(fi->flags & O_TRUNC);
-	bool asks = may_write;
-	if (asks) {
+	bool dirty_at_open = false;
+	if (may_write) {
 		/* A dirty spool's copy is the one its upload will name
 		 * (file_state_opened): nothing to ask. Only this file's own
 		 * upload, queued or under way, is waited for: a write-open
@@ -71,10 +71,11 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 		struct file_state *of = own ? own->file : NULL;
 		bool dirty = of && of->dirty, uploading = of && of->wb_queued;
 		table_unlock(fs);
-		asks = !dirty;
-		if (asks && uploading)
+		dirty_at_open = dirty;
+		if (!dirty && uploading)
 			wb_drain(fs);
 	}
+	bool asks = may_write && !dirty_at_open;
 	struct timespec now = fs_now();
 	table_lock(fs);
 	struct node *n = node_by_ino(&fs->t, ino);
@@ -143,7 +144,7 @@ static int open_handle(struct fs *fs, uint64_t ino, struct fs_open *fi,
 		/* Dirty at the open: not asked, and the node's attributes may
 		 * be from before its upload, which can land before this line;
 		 * the upload names the copy (file_state_upload_done). */
-		bool known = opened.st_mode && !(may_write && !asks);
+		bool known = opened.st_mode && !dirty_at_open;
 		file_lock(f);
 		file_state_opened(f, known ? &opened : NULL);
 		file_unlock(f);

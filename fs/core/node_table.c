@@ -356,12 +356,11 @@ void node_set_attr(struct node_table *t, struct node *n, const struct stat *st,
 	/* A call that cannot tell the owner (SB_ID_UNTOLD: docker's archive
 	 * stat, a listing that names it without a number) leaves the one a
 	 * call or the mount's chown told. */
-	if (st->st_uid == SB_ID_UNTOLD || st->st_gid == SB_ID_UNTOLD) {
-		if (st->st_uid == SB_ID_UNTOLD)
-			n->st.st_uid = uid;
-		if (st->st_gid == SB_ID_UNTOLD)
-			n->st.st_gid = gid;
-	} else {
+	if (st->st_uid == SB_ID_UNTOLD)
+		n->st.st_uid = uid;
+	if (st->st_gid == SB_ID_UNTOLD)
+		n->st.st_gid = gid;
+	if (st->st_uid != SB_ID_UNTOLD && st->st_gid != SB_ID_UNTOLD) {
 		n->owner_told = true;
 		n->owner_stale = false;
 	}
